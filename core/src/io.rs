@@ -1,0 +1,101 @@
+//! What flows between the core and whoever does the IO: commands out, replies
+//! and events in/out. The driver only moves these; it never interprets them.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::{Error, Instant, Script};
+
+/// Identifies one command so its reply can be matched to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CommandId(pub u64);
+
+/// "Run `script` on node `node`": `EVALSHA sha1 len(keys) keys... args...`,
+/// falling back to `EVAL` (or `SCRIPT LOAD`) on NOSCRIPT.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Command {
+    pub id: CommandId,
+    /// Index into the client's node list (always 0 for a single Redis).
+    pub node: usize,
+    pub script: Script,
+    pub keys: Vec<Vec<u8>>,
+    /// Note: for acquire/release/extend, `args[0]` is the token, a secret.
+    pub args: Vec<Vec<u8>>,
+}
+
+impl fmt::Debug for Command {
+    /// Keys are shown, arguments are not: they carry the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Command")
+            .field("id", &self.id)
+            .field("node", &self.node)
+            .field("script", &self.script)
+            .field(
+                "keys",
+                &self
+                    .keys
+                    .iter()
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Redis reply to a [`Command`], as the driver saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Nil,
+    Int(i64),
+    Bulk(Vec<u8>),
+    Array(Vec<Reply>),
+    /// The server answered with an error (WRONGTYPE, NOPERM, ...).
+    Error(String),
+    /// The command may or may not have run: connection lost or timed out after
+    /// it was sent, or the caller cancelled. The core assumes the worst.
+    Unknown(String),
+}
+
+/// Something the caller must act on, drained with `poll_event`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Start listening for release notifications on `LockKeys::channel`, then
+    /// call `handle_wakeup` once the subscription is confirmed (a release that
+    /// happened before that moment would otherwise be missed).
+    Subscribe,
+    /// Stop listening; this lock no longer waits.
+    Unsubscribe,
+    /// `acquire` succeeded.
+    Acquired { fence: u64, valid_until: Instant },
+    /// `acquire` failed (NotAcquired, Redis) or was cancelled (no error needed).
+    AcquireFailed(Error),
+    /// `extend` succeeded (auto-renewals report nothing).
+    Extended { valid_until: Instant },
+    /// `extend` failed (LockLost, Redis).
+    ExtendFailed(Error),
+    /// `release` finished: `Ok` or `LockLost`/`Redis`.
+    Released(Result<(), Error>),
+    /// The lease is lost: a renewal found the lock gone, or its validity ran
+    /// out without a renewal. Reported once; the lease stays lost.
+    Lost,
+}
+
+/// Tunables with the defaults node-redlock and Redisson users expect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Upper bound on any single wait between attempts, so a missed
+    /// notification costs at most this much latency.
+    pub max_delay: Duration,
+    /// Random extra delay (0..=jitter) so waiters on several clients do not
+    /// stampede together.
+    pub jitter: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_delay: Duration::from_millis(1000),
+            jitter: Duration::from_millis(5),
+        }
+    }
+}

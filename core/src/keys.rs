@@ -1,0 +1,172 @@
+//! Key layout. Pinned by test vectors: a lock taken from one language must be
+//! the same lock in the others.
+//!
+//! ```text
+//! name without braces:  <prefix>{<name>}            lock key (token, PX ttl)
+//!                       <prefix>{<name>}:fence      fencing counter (no TTL)
+//!                       <prefix>{<name>}:released   release notifications
+//! name with { or }:     <prefix>#{<escaped>}...     same suffixes; `%`, `{`, `}`
+//!                                                   written as %25, %7B, %7D
+//! ```
+//!
+//! Redis Cluster hashes only the text between the first `{` and the next `}`.
+//! The prefix has no braces, so that text is the (escaped) name for every key
+//! of a lock: all of them land in one slot. The `#` keeps escaped names apart
+//! from brace-free names that happen to look escaped.
+
+use crate::{Error, LockName};
+
+pub const DEFAULT_PREFIX: &str = "fencelock:";
+pub const MAX_PREFIX_BYTES: usize = 256;
+
+/// The namespace a client's locks live in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySpace {
+    prefix: Vec<u8>,
+}
+
+/// Every Redis name one lock uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockKeys {
+    pub lock: Vec<u8>,
+    pub fence: Vec<u8>,
+    pub channel: Vec<u8>,
+}
+
+impl Default for KeySpace {
+    fn default() -> Self {
+        KeySpace {
+            prefix: DEFAULT_PREFIX.as_bytes().to_vec(),
+        }
+    }
+}
+
+impl KeySpace {
+    pub fn new(prefix: impl AsRef<[u8]>) -> Result<Self, Error> {
+        let prefix = prefix.as_ref();
+        if prefix.contains(&b'{') || prefix.contains(&b'}') {
+            return Err(Error::invalid(
+                "key prefix must not contain '{' or '}' (it would break Redis Cluster hash tags)",
+            ));
+        }
+        if prefix.len() > MAX_PREFIX_BYTES {
+            return Err(Error::invalid(format!(
+                "key prefix is limited to {MAX_PREFIX_BYTES} bytes"
+            )));
+        }
+        Ok(KeySpace {
+            prefix: prefix.to_vec(),
+        })
+    }
+
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
+    pub fn keys(&self, name: &LockName) -> LockKeys {
+        let name = name.as_bytes();
+        let mut base = self.prefix.clone();
+        if name.iter().any(|b| matches!(b, b'{' | b'}')) {
+            base.extend_from_slice(b"#{");
+            for &byte in name {
+                match byte {
+                    b'%' => base.extend_from_slice(b"%25"),
+                    b'{' => base.extend_from_slice(b"%7B"),
+                    b'}' => base.extend_from_slice(b"%7D"),
+                    other => base.push(other),
+                }
+            }
+        } else {
+            base.push(b'{');
+            base.extend_from_slice(name);
+        }
+        base.push(b'}');
+        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        LockKeys {
+            fence: with(b":fence"),
+            channel: with(b":released"),
+            lock: base,
+        }
+    }
+}
+
+/// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod
+/// 16384). Used by tests and by cluster-aware drivers.
+pub fn hash_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16_xmodem(tagged) % 16384
+}
+
+fn crc16_xmodem(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(name: &[u8]) -> LockKeys {
+        KeySpace::default().keys(&LockName::new(name).unwrap())
+    }
+
+    #[test]
+    fn brace_free_names_appear_verbatim() {
+        let k = keys(b"invoice:42");
+        assert_eq!(k.lock, b"fencelock:{invoice:42}");
+        assert_eq!(k.fence, b"fencelock:{invoice:42}:fence");
+        assert_eq!(k.channel, b"fencelock:{invoice:42}:released");
+    }
+
+    #[test]
+    fn names_with_braces_are_escaped_and_distinct() {
+        assert_eq!(keys(b"}a{%").lock, b"fencelock:#{%7Da%7B%25}");
+        assert_ne!(keys(b"{").lock, keys(b"%7B").lock);
+    }
+
+    #[test]
+    fn redis_cluster_reference_slots() {
+        // Values from the Redis Cluster specification.
+        assert_eq!(hash_slot(b"123456789"), 12739 % 16384);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10_000))]
+        #[test]
+        fn every_key_of_a_lock_shares_one_slot(name in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..=64)) {
+            let k = keys(&name);
+            let slot = hash_slot(&k.lock);
+            proptest::prop_assert_eq!(hash_slot(&k.fence), slot);
+            proptest::prop_assert_eq!(hash_slot(&k.channel), slot);
+        }
+
+        #[test]
+        fn distinct_names_get_distinct_keys(a in proptest::collection::vec(proptest::sample::select(b"{}%7BDa".to_vec()), 1..8),
+                                           b in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..8)) {
+            proptest::prop_assume!(a != b);
+            proptest::prop_assert_ne!(keys(&a).lock, keys(&b).lock);
+        }
+    }
+}

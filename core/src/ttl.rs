@@ -1,0 +1,161 @@
+//! TTL and wait arguments: every front end converts its native number here, so
+//! rounding and rejection are identical in Rust, Python and Node.
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// The largest TTL: 2^40 ms (about 35 years).
+pub const MAX_TTL_MS: u64 = 1 << 40;
+
+/// A lock TTL in whole milliseconds, 1 ms ..= 2^40 ms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ttl(u64);
+
+impl Ttl {
+    pub fn from_millis(ms: u64) -> Result<Self, Error> {
+        if ms == 0 {
+            return Err(Error::invalid("ttl must be positive"));
+        }
+        if ms > MAX_TTL_MS {
+            return Err(Error::invalid(format!(
+                "ttl must be at most {MAX_TTL_MS} ms"
+            )));
+        }
+        Ok(Ttl(ms))
+    }
+
+    /// Fractions of a millisecond round up.
+    pub fn from_duration(ttl: Duration) -> Result<Self, Error> {
+        let ms = ttl.as_nanos().div_ceil(1_000_000);
+        Self::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
+    /// Python's unit: seconds as a float.
+    pub fn from_secs_f64(secs: f64) -> Result<Self, Error> {
+        Self::from_millis_f64(finite_non_negative("ttl", secs)? * 1000.0)
+    }
+
+    /// Node's unit: milliseconds as a float.
+    pub fn from_millis_f64(ms: f64) -> Result<Self, Error> {
+        let ms = finite_non_negative("ttl", ms)?.ceil();
+        if ms > MAX_TTL_MS as f64 {
+            return Err(Error::invalid(format!(
+                "ttl must be at most {MAX_TTL_MS} ms"
+            )));
+        }
+        Self::from_millis(ms as u64)
+    }
+
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    /// The clock-drift allowance subtracted from every validity window:
+    /// ttl/100 + 2 ms (the Redlock paper's factor plus a fixed margin).
+    pub const fn drift(self) -> Duration {
+        Duration::from_millis(self.0 / 100 + 2)
+    }
+}
+
+/// How long an acquire may wait for a held lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Wait {
+    /// Wait until acquired.
+    #[default]
+    Forever,
+    /// Wait at most this long; zero means a single attempt.
+    Bounded(Duration),
+}
+
+impl Wait {
+    pub const TRY_ONCE: Wait = Wait::Bounded(Duration::ZERO);
+
+    /// Python's unit: `None` waits forever, otherwise seconds.
+    pub fn from_secs_f64(secs: Option<f64>) -> Result<Self, Error> {
+        match secs {
+            None => Ok(Wait::Forever),
+            Some(secs) => Self::from_millis_f64(Some(finite_non_negative("wait", secs)? * 1000.0)),
+        }
+    }
+
+    /// Node's unit: `undefined` waits forever, otherwise milliseconds.
+    pub fn from_millis_f64(ms: Option<f64>) -> Result<Self, Error> {
+        match ms {
+            None => Ok(Wait::Forever),
+            Some(ms) => {
+                let ms = finite_non_negative("wait", ms)?;
+                Duration::try_from_secs_f64(ms / 1000.0)
+                    .map(Wait::Bounded)
+                    .map_err(|_| Error::invalid("wait is too large"))
+            }
+        }
+    }
+}
+
+fn finite_non_negative(what: &str, value: f64) -> Result<f64, Error> {
+    if value.is_nan() {
+        return Err(Error::invalid(format!("{what} must be a number, not NaN")));
+    }
+    if value.is_infinite() {
+        return Err(Error::invalid(format!("{what} must be finite")));
+    }
+    if value < 0.0 {
+        return Err(Error::invalid(format!("{what} must not be negative")));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_rounds_fractions_up_and_rejects_bad_values() {
+        assert_eq!(Ttl::from_secs_f64(0.0001).unwrap().as_millis(), 1);
+        assert_eq!(Ttl::from_millis_f64(1.2).unwrap().as_millis(), 2);
+        assert_eq!(
+            Ttl::from_duration(Duration::from_micros(1500))
+                .unwrap()
+                .as_millis(),
+            2
+        );
+        assert_eq!(
+            Ttl::from_millis(MAX_TTL_MS).unwrap().as_millis(),
+            MAX_TTL_MS
+        );
+        for bad in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            (MAX_TTL_MS + 1) as f64,
+            1e300,
+        ] {
+            assert!(
+                matches!(Ttl::from_millis_f64(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+        assert!(Ttl::from_duration(Duration::ZERO).is_err());
+        assert!(Ttl::from_duration(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn wait_accepts_zero_and_none_and_rejects_bad_values() {
+        assert_eq!(Wait::from_secs_f64(None).unwrap(), Wait::Forever);
+        assert_eq!(Wait::from_secs_f64(Some(0.0)).unwrap(), Wait::TRY_ONCE);
+        assert_eq!(
+            Wait::from_millis_f64(Some(1.5)).unwrap(),
+            Wait::Bounded(Duration::from_micros(1500))
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
+            assert!(Wait::from_millis_f64(Some(bad)).is_err(), "{bad}");
+        }
+    }
+}
