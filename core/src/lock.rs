@@ -1,12 +1,18 @@
 //! The lock state machine: one lease over N independent Redis nodes
 //! (N = 1 is a single Redis, N >= 3 is Redlock), from acquire to release.
-//! STUB: the API is final, the bodies are being written.
+//!
+//! Every decision about lock semantics lives here: quorum, validity, fencing
+//! write-back, retry timing, renewal, loss detection and compensation. The
+//! caller only moves [`Command`]s out and [`Reply`]s in, in the order
+//! `acquire/extend/release/cancel | handle_*` → `poll_command`* → `poll_event`*
+//! → wait until `poll_timeout` or the next reply or wake-up.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::{
-    Command, CommandId, Error, Event, Instant, LockKeys, LockName, Reply, RetryPolicy, Ttl, Wait,
+    Command, CommandId, Error, Event, Instant, LockKeys, LockName, Reply, RetryPolicy, Script, Ttl,
+    Wait,
 };
 
 /// Everything a lease is made from. The token comes from the caller (the core
@@ -41,12 +47,51 @@ pub enum State {
     Idle,
     /// Attempting or waiting to attempt.
     Acquiring,
-    /// Held, possibly with an extend in flight.
+    /// Held (or lost but not yet released), possibly with an extend in flight.
     Held,
-    /// Release (or a compensating release) in flight.
+    /// A release or a compensating release is in flight.
     Releasing,
     /// Finished: released, failed to acquire, or cancelled. Nothing in flight.
     Done,
+}
+
+/// What one node said to one command.
+#[derive(Clone, Debug)]
+enum Outcome {
+    /// Acquire: granted with this counter value. RaiseFence: counter now.
+    /// Extend/Release: 1.
+    Yes(u64),
+    /// Acquire: held by someone else, with this PTTL. Extend/Release: 0.
+    No(i64),
+    /// The server refused (the script did not write anything).
+    Failed(String),
+    /// May or may not have run.
+    Unknown(String),
+}
+
+/// One fan-out of a script to the nodes, waiting for every reply.
+#[derive(Debug)]
+struct Round {
+    kind: RoundKind,
+    sent_at: Instant,
+    ttl: Ttl,
+    ids: Vec<(CommandId, usize)>,
+    outcomes: Vec<Option<Outcome>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RoundKind {
+    Attempt,
+    /// Raising lagging fencing counters to `fence` before the lease is returned.
+    WriteBack {
+        fence: u64,
+        /// Granting nodes already at `fence`.
+        already: usize,
+    },
+    Extend {
+        by_user: bool,
+    },
+    Release,
 }
 
 #[derive(Debug)]
@@ -56,73 +101,238 @@ pub struct Lock {
     commands: VecDeque<Command>,
     events: VecDeque<Event>,
     next_id: u64,
+    rng: u64,
+
+    /// Acquire/write-back/release rounds; renewals and user extends run in
+    /// `extend` so a release can overtake them.
+    round: Option<Round>,
+    extend: Option<Round>,
+    /// Nodes where our key may exist: granted, or an unknown outcome.
+    maybe_holding: Vec<bool>,
+    /// Compensating releases in flight (their replies change nothing).
+    cleanup: Vec<CommandId>,
+
+    acquire_started: Option<Instant>,
+    retry_at: Option<Instant>,
+    subscribed: bool,
+    /// A wake-up arrived while an attempt was in flight: retry at once if it fails.
+    woken: bool,
+    /// Granted while the caller was gone (cancel mid-attempt): release, say nothing.
+    cancelled: bool,
+
     fence: Option<u64>,
     valid_until: Option<Instant>,
+    current_ttl: Ttl,
+    renew_at: Option<Instant>,
     lost: bool,
 }
 
 impl Lock {
     pub fn new(config: LockConfig) -> Self {
+        let nodes = config.nodes.max(1);
         Lock {
-            config,
+            rng: config.seed | 1,
+            current_ttl: config.ttl,
+            maybe_holding: vec![false; nodes],
+            config: LockConfig { nodes, ..config },
             state: State::Idle,
             commands: VecDeque::new(),
             events: VecDeque::new(),
             next_id: 0,
+            round: None,
+            extend: None,
+            cleanup: Vec::new(),
+            acquire_started: None,
+            retry_at: None,
+            subscribed: false,
+            woken: false,
+            cancelled: false,
             fence: None,
             valid_until: None,
+            renew_at: None,
             lost: false,
         }
+    }
+
+    fn quorum(&self) -> usize {
+        self.config.nodes / 2 + 1
     }
 
     // ---- application commands -------------------------------------------
 
     /// Start acquiring. Misuse (called twice) is `InvalidArgument`.
     pub fn acquire(&mut self, now: Instant) -> Result<(), Error> {
-        let _ = now;
-        unimplemented!()
+        if self.state != State::Idle {
+            return Err(Error::invalid("acquire was already called on this lock"));
+        }
+        self.state = State::Acquiring;
+        self.acquire_started = Some(now);
+        self.start_attempt(now);
+        Ok(())
     }
 
     /// Extend a held lease to `ttl` (default: the lease's ttl) from now.
-    /// Completes with `Extended` or `ExtendFailed`. `LockLost` right away
-    /// (as an event) if the lease is already known lost.
+    /// Completes with `Extended` or `ExtendFailed` (`LockLost` at once if the
+    /// lease is already known lost).
     pub fn extend(&mut self, now: Instant, ttl: Option<Ttl>) -> Result<(), Error> {
-        let _ = (now, ttl);
-        unimplemented!()
+        if self.state != State::Held {
+            return Err(Error::invalid(match self.state {
+                State::Idle | State::Acquiring => "extend needs a held lease",
+                _ => "extend after release",
+            }));
+        }
+        if self.lost {
+            self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+            return Ok(());
+        }
+        if matches!(
+            self.extend,
+            Some(Round {
+                kind: RoundKind::Extend { by_user: true },
+                ..
+            })
+        ) {
+            return Err(Error::invalid(
+                "an extend is already in progress on this lease",
+            ));
+        }
+        // A user extend supersedes a renewal in flight; the renewal's replies
+        // are then ignored (the later PEXPIRE wins on every node anyway).
+        self.current_ttl = ttl.unwrap_or(self.config.ttl);
+        self.send_extend(now, true);
+        Ok(())
     }
 
-    /// Release the lease; completes with `Released`. A second call is a no-op
-    /// that completes with `Released(Ok(()))` at once.
+    /// Release the lease; completes with `Released`. After the first release
+    /// (or a failed acquire) it completes with `Released(Ok(()))` at once.
     pub fn release(&mut self, now: Instant) -> Result<(), Error> {
-        let _ = now;
-        unimplemented!()
+        match self.state {
+            State::Idle | State::Acquiring => {
+                Err(Error::invalid("release needs an acquired lease"))
+            }
+            State::Releasing | State::Done if self.round.is_none() => {
+                self.events.push_back(Event::Released(Ok(())));
+                Ok(())
+            }
+            State::Releasing | State::Done => Err(Error::invalid(
+                "a release is already in progress on this lease",
+            )),
+            State::Held => {
+                self.extend = None;
+                self.renew_at = None;
+                self.state = State::Releasing;
+                self.round =
+                    Some(self.fan_out(now, RoundKind::Release, self.current_ttl, |_| true));
+                Ok(())
+            }
+        }
     }
 
     /// The caller gave up on an acquire (dropped future, AbortSignal,
-    /// KeyboardInterrupt). Any node that may hold our key gets a compensating
-    /// release; keep driving the machine until `state()` is `Done`.
+    /// KeyboardInterrupt), or dropped a held lease. Any node that may hold our
+    /// key gets a compensating release; keep driving until `State::Done`.
     pub fn cancel(&mut self, now: Instant) {
-        let _ = now;
-        unimplemented!()
+        match self.state {
+            State::Idle => self.state = State::Done,
+            State::Acquiring | State::Held => {
+                self.cancelled = true;
+                self.round = None;
+                self.extend = None;
+                self.renew_at = None;
+                self.retry_at = None;
+                self.unsubscribe();
+                if self.state == State::Held {
+                    self.maybe_holding.iter_mut().for_each(|m| *m = true);
+                }
+                self.compensate(now);
+            }
+            State::Releasing | State::Done => {}
+        }
     }
 
     // ---- inputs ------------------------------------------------------------
 
     pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
-        let _ = (now, id, reply);
-        unimplemented!()
+        if let Some(at) = self.cleanup.iter().position(|&c| c == id) {
+            self.cleanup.swap_remove(at);
+            self.settle_if_idle();
+            return;
+        }
+        let in_round = |round: &mut Option<Round>| -> bool {
+            let Some(round) = round.as_mut() else {
+                return false;
+            };
+            let Some(at) = round.ids.iter().position(|&(c, _)| c == id) else {
+                return false;
+            };
+            if round.outcomes[at].is_none() {
+                round.outcomes[at] = Some(Outcome::parse(round.kind, reply.clone()));
+            }
+            true
+        };
+        if in_round(&mut self.round) {
+            let round = self.round.as_ref().expect("matched above");
+            if round.kind == RoundKind::Attempt {
+                // Only a node that surely did not set our key can be forgotten.
+                let at = round
+                    .ids
+                    .iter()
+                    .position(|&(c, _)| c == id)
+                    .expect("matched above");
+                if let Some(Outcome::No(_) | Outcome::Failed(_)) = round.outcomes[at] {
+                    self.maybe_holding[round.ids[at].1] = false;
+                }
+            }
+            if round.outcomes.iter().all(Option::is_some) {
+                let round = self.round.take().expect("matched above");
+                self.finish_round(now, round);
+            }
+        } else if in_round(&mut self.extend)
+            && self
+                .extend
+                .as_ref()
+                .is_some_and(|r| r.outcomes.iter().all(Option::is_some))
+        {
+            let round = self.extend.take().expect("matched above");
+            self.finish_extend(now, round);
+        }
+        // Anything else is a stale or unknown id: ignored.
     }
 
     /// A release notification arrived on the lock's channel (or the
     /// subscription asked for by `Event::Subscribe` is now active).
     pub fn handle_wakeup(&mut self, now: Instant) {
-        let _ = now;
-        unimplemented!()
+        if self.state != State::Acquiring {
+            return;
+        }
+        if self.round.is_some() {
+            self.woken = true;
+        } else {
+            self.start_attempt(now);
+        }
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _ = now;
-        unimplemented!()
+        match self.state {
+            State::Acquiring if self.round.is_none() => {
+                if self.deadline().is_some_and(|d| now >= d) {
+                    self.fail_acquire(Error::NotAcquired {
+                        name: self.config.name.clone(),
+                    });
+                } else if self.retry_at.is_some_and(|t| now >= t) {
+                    self.start_attempt(now);
+                }
+            }
+            State::Held => {
+                if !self.lost && self.valid_until.is_some_and(|v| now >= v) {
+                    self.mark_lost();
+                }
+                if !self.lost && self.extend.is_none() && self.renew_at.is_some_and(|t| now >= t) {
+                    self.send_extend(now, false);
+                }
+            }
+            _ => {}
+        }
     }
 
     // ---- outputs -----------------------------------------------------------
@@ -133,7 +343,18 @@ impl Lock {
 
     /// When to call `handle_timeout` next, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        unimplemented!()
+        match self.state {
+            State::Acquiring if self.round.is_none() => earliest(self.retry_at, self.deadline()),
+            State::Held if !self.lost => {
+                let renew = if self.extend.is_none() {
+                    self.renew_at
+                } else {
+                    None
+                };
+                earliest(self.valid_until, renew)
+            }
+            _ => None,
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {
@@ -154,6 +375,9 @@ impl Lock {
     pub fn ttl(&self) -> Ttl {
         self.config.ttl
     }
+    pub fn keys(&self) -> &LockKeys {
+        &self.config.keys
+    }
     /// The fencing token, once acquired.
     pub fn fence(&self) -> Option<u64> {
         self.fence
@@ -165,11 +389,669 @@ impl Lock {
     /// Time left at `now`; zero once lost or expired.
     pub fn valid_for(&self, now: Instant) -> Duration {
         match self.valid_until {
-            Some(until) if !self.lost => until.saturating_duration_since(now),
+            Some(until) if !self.lost && self.state == State::Held => {
+                until.saturating_duration_since(now)
+            }
             _ => Duration::ZERO,
         }
     }
     pub fn is_lost(&self) -> bool {
         self.lost
+    }
+
+    // ---- acquiring ---------------------------------------------------------
+
+    fn deadline(&self) -> Option<Instant> {
+        match self.config.wait {
+            Wait::Forever => None,
+            Wait::Bounded(wait) => self.acquire_started.map(|start| start + wait),
+        }
+    }
+
+    fn start_attempt(&mut self, now: Instant) {
+        self.retry_at = None;
+        self.woken = false;
+        self.maybe_holding.iter_mut().for_each(|m| *m = true);
+        self.round = Some(self.fan_out(now, RoundKind::Attempt, self.config.ttl, |_| true));
+    }
+
+    fn finish_round(&mut self, now: Instant, round: Round) {
+        match round.kind {
+            RoundKind::Attempt => self.finish_attempt(now, round),
+            RoundKind::WriteBack { fence, already } => {
+                self.finish_write_back(now, round, fence, already)
+            }
+            RoundKind::Release => self.finish_release(round),
+            RoundKind::Extend { .. } => unreachable!("extends run in their own slot"),
+        }
+    }
+
+    fn finish_attempt(&mut self, now: Instant, round: Round) {
+        let quorum = self.quorum();
+        let granted: Vec<(usize, u64)> = round
+            .outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(node, o)| match o {
+                Some(Outcome::Yes(fence)) => Some((round.ids[node].1, *fence)),
+                _ => None,
+            })
+            .collect();
+        let valid_until = round.sent_at + round.ttl.as_duration().saturating_sub(round.ttl.drift());
+        // Redlock needs positive validity; a single Redis hands over what it
+        // granted, however short (the lease then reports itself lost at once).
+        if granted.len() >= quorum && (valid_until > now || self.config.nodes == 1) {
+            self.valid_until = Some(valid_until);
+            let max = granted.iter().map(|&(_, f)| f).max().unwrap_or(0);
+            let lagging: Vec<usize> = granted
+                .iter()
+                .filter(|&&(_, f)| f < max)
+                .map(|&(n, _)| n)
+                .collect();
+            if granted.len() - lagging.len() >= quorum {
+                self.grant(round.sent_at, max);
+            } else {
+                let kind = RoundKind::WriteBack {
+                    fence: max,
+                    already: granted.len() - lagging.len(),
+                };
+                let mut write_back =
+                    self.fan_out(now, kind, round.ttl, |node| lagging.contains(&node));
+                // Validity and renewal still count from the attempt's send.
+                write_back.sent_at = round.sent_at;
+                self.round = Some(write_back);
+            }
+            return;
+        }
+        // No usable majority: give back what we may hold, then retry or fail.
+        self.compensate_keep_state(now);
+        let failures: Vec<&str> = round
+            .outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Some(Outcome::Failed(m) | Outcome::Unknown(m)) => Some(m.as_str()),
+                _ => None,
+            })
+            .collect();
+        if failures.len() > self.config.nodes - quorum {
+            let message = failures.first().copied().unwrap_or("no reply").to_owned();
+            return self.fail_acquire(Error::redis(Some(&self.config.name), message));
+        }
+        let holder_pttl = round
+            .outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Some(Outcome::No(pttl)) => Some(*pttl),
+                _ => None,
+            })
+            .min_by_key(|&p| if p < 0 { i64::MAX } else { p });
+        self.wait_for_retry(now, holder_pttl);
+    }
+
+    fn wait_for_retry(&mut self, now: Instant, holder_pttl: Option<i64>) {
+        let deadline = self.deadline();
+        if deadline.is_some_and(|d| now >= d) {
+            return self.fail_acquire(Error::NotAcquired {
+                name: self.config.name.clone(),
+            });
+        }
+        if self.woken {
+            // A release happened while we were asking: ask again at once.
+            return self.start_attempt(now);
+        }
+        if !self.subscribed {
+            self.subscribed = true;
+            self.events.push_back(Event::Subscribe);
+        }
+        let policy = self.config.retry;
+        let base = match holder_pttl {
+            Some(pttl) if pttl >= 0 => Duration::from_millis(pttl as u64),
+            // -1: a key without expiry (not ours to judge); -2 or none: gone.
+            Some(-1) => policy.max_delay,
+            _ => Duration::ZERO,
+        };
+        let jitter = self.random_up_to(policy.jitter);
+        self.retry_at = Some(now + base.min(policy.max_delay) + jitter);
+    }
+
+    fn finish_write_back(&mut self, now: Instant, round: Round, fence: u64, already: usize) {
+        let raised = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::Yes(f)) if *f >= fence))
+            .count();
+        let valid = self.valid_until.is_some_and(|v| v > now);
+        if already + raised >= self.quorum() && valid {
+            self.grant(round.sent_at, fence);
+        } else {
+            self.valid_until = None;
+            self.compensate_keep_state(now);
+            self.wait_for_retry(now, None);
+        }
+    }
+
+    fn grant(&mut self, sent_at: Instant, fence: u64) {
+        self.unsubscribe();
+        self.fence = Some(fence);
+        self.state = State::Held;
+        if self.config.auto_renew {
+            self.renew_at = Some(sent_at + renew_interval(self.current_ttl));
+        }
+        let valid_until = self.valid_until.expect("set before granting");
+        self.events
+            .push_back(Event::Acquired { fence, valid_until });
+    }
+
+    fn fail_acquire(&mut self, error: Error) {
+        self.unsubscribe();
+        self.retry_at = None;
+        self.events.push_back(Event::AcquireFailed(error));
+        self.state = State::Releasing;
+        self.settle_if_idle();
+    }
+
+    fn unsubscribe(&mut self) {
+        if std::mem::take(&mut self.subscribed) {
+            self.events.push_back(Event::Unsubscribe);
+        }
+    }
+
+    // ---- holding -----------------------------------------------------------
+
+    fn send_extend(&mut self, now: Instant, by_user: bool) {
+        self.extend = Some(self.fan_out(
+            now,
+            RoundKind::Extend { by_user },
+            self.current_ttl,
+            |_| true,
+        ));
+    }
+
+    fn finish_extend(&mut self, now: Instant, round: Round) {
+        let RoundKind::Extend { by_user } = round.kind else {
+            unreachable!("only extends here")
+        };
+        let yes = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::Yes(_))))
+            .count();
+        let no = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::No(_))))
+            .count();
+        let valid_until = round.sent_at + round.ttl.as_duration().saturating_sub(round.ttl.drift());
+        let quorum = self.quorum();
+        if self.lost {
+            // Lost while the extend was in flight (validity ran out): too late.
+            if by_user {
+                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+            }
+        } else if yes >= quorum && valid_until > now {
+            self.valid_until = Some(valid_until);
+            if self.config.auto_renew {
+                self.renew_at = Some(round.sent_at + renew_interval(round.ttl));
+            }
+            if by_user {
+                self.events.push_back(Event::Extended { valid_until });
+            }
+        } else if no > self.config.nodes - quorum || (yes >= quorum) {
+            // The lock is someone else's (or expired) on a majority.
+            self.mark_lost();
+            if by_user {
+                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+            }
+        } else {
+            // Redis trouble, not a verdict: the lease stays valid until its
+            // deadline; a renewal tries again soon.
+            if by_user {
+                let message =
+                    first_failure(&round).unwrap_or_else(|| "no majority answered".to_owned());
+                self.events.push_back(Event::ExtendFailed(Error::redis(
+                    Some(&self.config.name),
+                    message,
+                )));
+            }
+            if self.config.auto_renew {
+                let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
+                self.renew_at = Some(now + retry);
+            }
+        }
+    }
+
+    fn mark_lost(&mut self) {
+        if !self.lost {
+            self.lost = true;
+            self.renew_at = None;
+            self.events.push_back(Event::Lost);
+        }
+    }
+
+    fn lock_lost(&self) -> Error {
+        Error::LockLost {
+            name: self.config.name.clone(),
+        }
+    }
+
+    // ---- releasing ---------------------------------------------------------
+
+    fn finish_release(&mut self, round: Round) {
+        let yes = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::Yes(_))))
+            .count();
+        let result = if self.lost {
+            Err(self.lock_lost())
+        } else if yes >= self.quorum() {
+            Ok(())
+        } else if let Some(message) = first_failure(&round) {
+            Err(Error::redis(Some(&self.config.name), message))
+        } else {
+            Err(self.lock_lost())
+        };
+        if result.is_err() {
+            self.lost = true;
+        }
+        self.maybe_holding.iter_mut().for_each(|m| *m = false);
+        self.events.push_back(Event::Released(result));
+        self.settle_if_idle();
+    }
+
+    /// Release every node that may hold our key, then end in `Done`.
+    fn compensate(&mut self, now: Instant) {
+        self.state = State::Releasing;
+        self.compensate_keep_state(now);
+        self.settle_if_idle();
+    }
+
+    /// Fire-and-forget releases to every node that may hold our key.
+    fn compensate_keep_state(&mut self, now: Instant) {
+        let _ = now;
+        for node in 0..self.config.nodes {
+            if std::mem::take(&mut self.maybe_holding[node]) {
+                let id = self.push_command(node, Script::Release, self.current_ttl);
+                self.cleanup.push(id);
+            }
+        }
+    }
+
+    fn settle_if_idle(&mut self) {
+        if self.state == State::Releasing && self.round.is_none() && self.cleanup.is_empty() {
+            self.state = State::Done;
+        }
+    }
+
+    // ---- plumbing ----------------------------------------------------------
+
+    fn fan_out(
+        &mut self,
+        now: Instant,
+        kind: RoundKind,
+        ttl: Ttl,
+        to: impl Fn(usize) -> bool,
+    ) -> Round {
+        let script = match kind {
+            RoundKind::Attempt => Script::Acquire,
+            RoundKind::WriteBack { .. } => Script::RaiseFence,
+            RoundKind::Extend { .. } => Script::Extend,
+            RoundKind::Release => Script::Release,
+        };
+        let mut ids = Vec::new();
+        for node in (0..self.config.nodes).filter(|&n| to(n)) {
+            let id = match kind {
+                RoundKind::WriteBack { fence, .. } => self.push_raise_fence(node, fence),
+                _ => self.push_command(node, script, ttl),
+            };
+            ids.push((id, node));
+        }
+        let outcomes = vec![None; ids.len()];
+        Round {
+            kind,
+            sent_at: now,
+            ttl,
+            ids,
+            outcomes,
+        }
+    }
+
+    fn push_command(&mut self, node: usize, script: Script, ttl: Ttl) -> CommandId {
+        let keys = &self.config.keys;
+        let token = self.config.token.0.as_bytes().to_vec();
+        let ttl_ms = ttl.as_millis().to_string().into_bytes();
+        let (keys, args) = match script {
+            Script::Acquire => (
+                vec![keys.lock.clone(), keys.fence.clone()],
+                vec![token, ttl_ms],
+            ),
+            Script::Release => (vec![keys.lock.clone(), keys.channel.clone()], vec![token]),
+            Script::Extend => (vec![keys.lock.clone()], vec![token, ttl_ms]),
+            Script::RaiseFence => unreachable!("built by push_raise_fence"),
+        };
+        self.push(node, script, keys, args)
+    }
+
+    fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {
+        let keys = vec![self.config.keys.fence.clone()];
+        self.push(
+            node,
+            Script::RaiseFence,
+            keys,
+            vec![fence.to_string().into_bytes()],
+        )
+    }
+
+    fn push(
+        &mut self,
+        node: usize,
+        script: Script,
+        keys: Vec<Vec<u8>>,
+        args: Vec<Vec<u8>>,
+    ) -> CommandId {
+        let id = CommandId(self.next_id);
+        self.next_id += 1;
+        self.commands.push_back(Command {
+            id,
+            node,
+            script,
+            keys,
+            args,
+        });
+        id
+    }
+
+    /// xorshift64*: deterministic jitter from the caller's seed.
+    fn random_up_to(&mut self, max: Duration) -> Duration {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let nanos = max.as_nanos() as u64;
+        if nanos == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(r % (nanos + 1))
+        }
+    }
+}
+
+impl Outcome {
+    fn parse(kind: RoundKind, reply: Reply) -> Outcome {
+        match (kind, reply) {
+            (_, Reply::Error(message)) => Outcome::Failed(message),
+            (_, Reply::Unknown(message)) => Outcome::Unknown(message),
+            (RoundKind::Attempt, Reply::Array(items)) => match items.as_slice() {
+                [Reply::Int(1), Reply::Int(fence)] if *fence > 0 => Outcome::Yes(*fence as u64),
+                [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
+                _ => Outcome::Failed("unexpected reply to the acquire script".to_owned()),
+            },
+            (RoundKind::WriteBack { .. }, Reply::Int(counter)) if counter >= 0 => {
+                Outcome::Yes(counter as u64)
+            }
+            (RoundKind::Extend { .. } | RoundKind::Release, Reply::Int(1)) => Outcome::Yes(1),
+            (RoundKind::Extend { .. } | RoundKind::Release, Reply::Int(0)) => Outcome::No(0),
+            _ => Outcome::Failed("unexpected reply from Redis".to_owned()),
+        }
+    }
+}
+
+fn first_failure(round: &Round) -> Option<String> {
+    round.outcomes.iter().find_map(|o| match o {
+        Some(Outcome::Failed(m) | Outcome::Unknown(m)) => Some(m.clone()),
+        _ => None,
+    })
+}
+
+/// Auto-renewal runs every ttl/3: two renewals can fail before expiry.
+fn renew_interval(ttl: Ttl) -> Duration {
+    Duration::from_millis((ttl.as_millis() / 3).max(1))
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KeySpace;
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_epoch(Duration::from_millis(n))
+    }
+
+    fn lock(nodes: usize, wait: Wait, auto_renew: bool) -> Lock {
+        let name = LockName::new("job").unwrap();
+        Lock::new(LockConfig {
+            keys: KeySpace::default().keys(&name),
+            name,
+            token: Token("t".into()),
+            ttl: Ttl::from_millis(1000).unwrap(),
+            wait,
+            nodes,
+            auto_renew,
+            retry: RetryPolicy::default(),
+            seed: 7,
+        })
+    }
+
+    fn commands(lock: &mut Lock) -> Vec<Command> {
+        std::iter::from_fn(|| lock.poll_command()).collect()
+    }
+
+    fn events(lock: &mut Lock) -> Vec<Event> {
+        std::iter::from_fn(|| lock.poll_event()).collect()
+    }
+
+    fn granted(fence: i64) -> Reply {
+        Reply::Array(vec![Reply::Int(1), Reply::Int(fence)])
+    }
+
+    fn held(pttl: i64) -> Reply {
+        Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)])
+    }
+
+    #[test]
+    fn single_node_acquire_then_release_is_one_command_each() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        assert_eq!(c.script, Script::Acquire);
+        l.handle_reply(ms(1), c.id, granted(5));
+        assert_eq!(
+            events(&mut l),
+            vec![Event::Acquired {
+                fence: 5,
+                valid_until: ms(1000 - 12)
+            }]
+        );
+        l.release(ms(2)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(3), c.id, Reply::Int(1));
+        assert_eq!(events(&mut l), vec![Event::Released(Ok(()))]);
+        assert_eq!(l.state(), State::Done);
+        l.release(ms(4)).unwrap();
+        assert_eq!(events(&mut l), vec![Event::Released(Ok(()))]);
+        assert!(commands(&mut l).is_empty());
+    }
+
+    #[test]
+    fn contended_waiter_subscribes_and_retries_on_wakeup() {
+        let mut l = lock(1, Wait::Bounded(Duration::from_secs(5)), false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, held(800));
+        assert_eq!(events(&mut l), vec![Event::Subscribe]);
+        let retry = l.poll_timeout().unwrap();
+        assert!(retry >= ms(801) && retry <= ms(806), "{retry:?}");
+        l.handle_wakeup(ms(10));
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(11), c.id, granted(6));
+        assert_eq!(
+            events(&mut l),
+            vec![
+                Event::Unsubscribe,
+                Event::Acquired {
+                    fence: 6,
+                    valid_until: ms(10 + 988)
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn wait_bound_ends_in_not_acquired() {
+        let mut l = lock(1, Wait::Bounded(Duration::from_millis(50)), false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, held(800));
+        assert_eq!(l.poll_timeout(), Some(ms(50)));
+        l.handle_timeout(ms(50));
+        let ev = events(&mut l);
+        assert!(
+            matches!(
+                ev.as_slice(),
+                [
+                    Event::Subscribe,
+                    Event::Unsubscribe,
+                    Event::AcquireFailed(Error::NotAcquired { .. })
+                ]
+            ),
+            "{ev:?}"
+        );
+        assert_eq!(l.state(), State::Done);
+    }
+
+    #[test]
+    fn try_once_fails_without_subscribing() {
+        let mut l = lock(1, Wait::TRY_ONCE, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, held(800));
+        let ev = events(&mut l);
+        assert!(
+            matches!(
+                ev.as_slice(),
+                [Event::AcquireFailed(Error::NotAcquired { .. })]
+            ),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn unknown_outcome_is_compensated() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, Reply::Unknown("timed out".into()));
+        let [r] = commands(&mut l).try_into().unwrap();
+        assert_eq!(r.script, Script::Release);
+        assert!(matches!(
+            events(&mut l).as_slice(),
+            [Event::AcquireFailed(Error::Redis { .. })]
+        ));
+        assert_eq!(l.state(), State::Releasing);
+        l.handle_reply(ms(2), r.id, Reply::Int(0));
+        assert_eq!(l.state(), State::Done);
+    }
+
+    #[test]
+    fn cancel_mid_flight_releases() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.cancel(ms(1));
+        let [r] = commands(&mut l).try_into().unwrap();
+        assert_eq!(r.script, Script::Release);
+        l.handle_reply(ms(2), c.id, granted(1));
+        l.handle_reply(ms(2), r.id, Reply::Int(1));
+        assert!(events(&mut l).is_empty());
+        assert_eq!(l.state(), State::Done);
+    }
+
+    #[test]
+    fn auto_renew_extends_every_third_and_loss_is_reported() {
+        let mut l = lock(1, Wait::Forever, true);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, granted(1));
+        events(&mut l);
+        assert_eq!(l.poll_timeout(), Some(ms(333)));
+        l.handle_timeout(ms(333));
+        let [e] = commands(&mut l).try_into().unwrap();
+        assert_eq!(e.script, Script::Extend);
+        l.handle_reply(ms(334), e.id, Reply::Int(1));
+        assert!(events(&mut l).is_empty());
+        assert_eq!(l.valid_until(), Some(ms(333 + 988)));
+        l.handle_timeout(ms(666));
+        let [e] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(667), e.id, Reply::Int(0));
+        assert_eq!(events(&mut l), vec![Event::Lost]);
+        assert!(l.is_lost());
+        l.release(ms(700)).unwrap();
+        let [r] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(701), r.id, Reply::Int(0));
+        assert!(matches!(
+            events(&mut l).as_slice(),
+            [Event::Released(Err(Error::LockLost { .. }))]
+        ));
+    }
+
+    #[test]
+    fn redlock_writes_back_the_maximum_fence() {
+        let mut l = lock(5, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let cs = commands(&mut l);
+        assert_eq!(cs.len(), 5);
+        for (c, reply) in cs.iter().zip([
+            granted(3),
+            granted(9),
+            granted(4),
+            held(10),
+            Reply::Unknown("down".into()),
+        ]) {
+            l.handle_reply(ms(2), c.id, reply);
+        }
+        let wb = commands(&mut l);
+        assert_eq!(
+            wb.iter().map(|c| (c.script, c.node)).collect::<Vec<_>>(),
+            vec![(Script::RaiseFence, 0), (Script::RaiseFence, 2)]
+        );
+        assert!(events(&mut l).is_empty());
+        l.handle_reply(ms(3), wb[0].id, Reply::Int(9));
+        l.handle_reply(ms(3), wb[1].id, Reply::Int(9));
+        assert_eq!(
+            events(&mut l),
+            vec![Event::Acquired {
+                fence: 9,
+                valid_until: ms(988)
+            }]
+        );
+    }
+
+    #[test]
+    fn redlock_without_majority_releases_everywhere_it_may_hold() {
+        let mut l = lock(5, Wait::TRY_ONCE, false);
+        l.acquire(ms(0)).unwrap();
+        let cs = commands(&mut l);
+        for (c, reply) in cs.iter().zip([
+            granted(1),
+            granted(1),
+            held(10),
+            held(10),
+            Reply::Unknown("down".into()),
+        ]) {
+            l.handle_reply(ms(2), c.id, reply);
+        }
+        let releases: Vec<usize> = commands(&mut l).iter().map(|c| c.node).collect();
+        assert_eq!(releases, vec![0, 1, 4]);
+        assert!(matches!(
+            events(&mut l).as_slice(),
+            [Event::AcquireFailed(Error::NotAcquired { .. })]
+        ));
     }
 }
