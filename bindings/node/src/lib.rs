@@ -1,0 +1,451 @@
+//! napi-rs glue between Node.js and the `fencelock` driver.
+//!
+//! This crate only converts JavaScript arguments into the core's validated
+//! types and maps errors; every lock semantic lives in `fencelock` /
+//! `fencelock-core`. The JavaScript package (`node/index.js`) wraps these
+//! classes into the public API.
+//!
+//! Error protocol with `index.js`: every error thrown or rejected here has a
+//! message of the form `CODE: text`, where CODE is one of
+//! `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS` (the driver's `Error::code()`),
+//! `INVALID_ARGUMENT` (a value out of range: JS `RangeError`),
+//! `INVALID_TYPE` (a JS value of the wrong type: JS `TypeError`) or
+//! `ABORTED` (the acquire was cancelled through its `CancelHandle`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fencelock_core::{LockName, Ttl, Wait};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw, Unknown};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Status, ValueType};
+use napi_derive::napi;
+use tokio::sync::{oneshot, watch};
+
+type Result<T> = napi::Result<T>;
+
+fn tagged(code: &str, message: impl std::fmt::Display) -> napi::Error {
+    napi::Error::new(Status::GenericFailure, format!("{code}: {message}"))
+}
+
+fn lock_error(error: fencelock::Error) -> napi::Error {
+    tagged(error.code(), error)
+}
+
+fn type_error(what: &str, expected: &str, got: &Unknown<'_>) -> napi::Error {
+    tagged(
+        "INVALID_TYPE",
+        format!("{what} must be {expected}, not {}", describe(got)),
+    )
+}
+
+fn describe(value: &Unknown<'_>) -> &'static str {
+    match value.get_type() {
+        Ok(ValueType::Undefined) => "undefined",
+        Ok(ValueType::Null) => "null",
+        Ok(ValueType::Boolean) => "a boolean",
+        Ok(ValueType::Number) => "a number",
+        Ok(ValueType::String) => "a string",
+        Ok(ValueType::Symbol) => "a symbol",
+        Ok(ValueType::Object) => "an object",
+        Ok(ValueType::Function) => "a function",
+        Ok(ValueType::BigInt) => "a bigint",
+        Ok(ValueType::External) => "an external",
+        _ => "a value of unknown type",
+    }
+}
+
+// ---------------------------------------------------------------- arguments
+
+/// A lock name as given: the lease returns it in the same JS type.
+#[derive(Clone, Debug)]
+struct Name {
+    name: LockName,
+    is_buffer: bool,
+}
+
+type NameArg<'a> = Either3<String, Buffer, Unknown<'a>>;
+
+fn name_arg(value: NameArg<'_>) -> Result<Name> {
+    let (bytes, is_buffer) = match value {
+        Either3::A(s) => (s.into_bytes(), false),
+        Either3::B(b) => (b.to_vec(), true),
+        Either3::C(other) => return Err(type_error("name", "a string or a Buffer", &other)),
+    };
+    let name = LockName::new(bytes).map_err(lock_error)?;
+    Ok(Name { name, is_buffer })
+}
+
+type NumberArg<'a> = Option<Either<f64, Unknown<'a>>>;
+
+fn ttl_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Ttl>> {
+    match value {
+        None => Ok(None),
+        Some(Either::A(ms)) => Ttl::from_millis_f64(ms).map(Some).map_err(lock_error),
+        Some(Either::B(other)) => Err(type_error(what, "a number of milliseconds", &other)),
+    }
+}
+
+fn wait_arg(value: NumberArg<'_>) -> Result<Wait> {
+    match value {
+        None => Wait::from_millis_f64(None).map_err(lock_error),
+        Some(Either::A(ms)) => Wait::from_millis_f64(Some(ms)).map_err(lock_error),
+        Some(Either::B(other)) => Err(type_error(
+            "wait",
+            "a number of milliseconds or undefined",
+            &other,
+        )),
+    }
+}
+
+fn bool_arg(what: &str, value: Option<Either<bool, Unknown<'_>>>) -> Result<bool> {
+    match value {
+        None => Ok(false),
+        Some(Either::A(b)) => Ok(b),
+        Some(Either::B(other)) => Err(type_error(what, "a boolean", &other)),
+    }
+}
+
+type OptionsArg<'a> = Option<Either<Object<'a>, Unknown<'a>>>;
+
+fn options_object<'a>(what: &str, value: OptionsArg<'a>) -> Result<Option<Object<'a>>> {
+    match value {
+        None => Ok(None),
+        Some(Either::A(object)) => Ok(Some(object)),
+        Some(Either::B(other)) => Err(type_error(what, "an object", &other)),
+    }
+}
+
+/// `{ ttl, wait, autoRenew }` (the `signal` is handled in JavaScript).
+fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
+    let Some(object) = options_object("options", value)? else {
+        return Err(tagged(
+            "INVALID_TYPE",
+            "options must be an object with a ttl in milliseconds",
+        ));
+    };
+    let ttl = object.get::<NumberArg>("ttl")?.flatten();
+    let ttl = match ttl {
+        None => {
+            return Err(tagged(
+                "INVALID_TYPE",
+                "options.ttl is required (a number of milliseconds)",
+            ))
+        }
+        some => ttl_arg("options.ttl", some)?.expect("present"),
+    };
+    let wait = wait_arg(object.get::<NumberArg>("wait")?.flatten())?;
+    let auto_renew = bool_arg(
+        "options.autoRenew",
+        object
+            .get::<Option<Either<bool, Unknown>>>("autoRenew")?
+            .flatten(),
+    )?;
+    Ok(fencelock::LockOptions::new(ttl.as_duration())
+        .wait_policy(wait)
+        .auto_renew(auto_renew))
+}
+
+fn timeout_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(Either::A(ms)) if ms.is_finite() && ms > 0.0 => {
+            Duration::try_from_secs_f64(ms / 1000.0)
+                .map(Some)
+                .map_err(|_| tagged("INVALID_ARGUMENT", format!("{what} is too large")))
+        }
+        Some(Either::A(_)) => Err(tagged(
+            "INVALID_ARGUMENT",
+            format!("{what} must be a positive, finite number of milliseconds"),
+        )),
+        Some(Either::B(other)) => Err(type_error(what, "a number of milliseconds", &other)),
+    }
+}
+
+fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
+    let mut options = fencelock::ClientOptions::default();
+    let Some(object) = options_object("options", value)? else {
+        return Ok(options);
+    };
+    match object
+        .get::<Option<Either<String, Unknown>>>("prefix")?
+        .flatten()
+    {
+        None => {}
+        Some(Either::A(prefix)) => options.prefix = prefix,
+        Some(Either::B(other)) => return Err(type_error("options.prefix", "a string", &other)),
+    }
+    if let Some(t) = timeout_arg(
+        "options.connectTimeout",
+        object.get::<NumberArg>("connectTimeout")?.flatten(),
+    )? {
+        options.connect_timeout = t;
+    }
+    if let Some(t) = timeout_arg(
+        "options.responseTimeout",
+        object.get::<NumberArg>("responseTimeout")?.flatten(),
+    )? {
+        options.response_timeout = t;
+    }
+    Ok(options)
+}
+
+fn urls_arg(value: Either3<String, Vec<String>, Unknown<'_>>) -> Result<Vec<String>> {
+    match value {
+        Either3::A(url) => Ok(vec![url]),
+        Either3::B(urls) => Ok(urls),
+        Either3::C(other) => Err(type_error(
+            "url",
+            "a string or an array of strings",
+            &other,
+        )),
+    }
+}
+
+// ---------------------------------------------------------------- cancellation
+
+/// Cancels one pending acquire: `index.js` calls `cancel()` when the caller's
+/// AbortSignal fires; the Rust future is then dropped, and the driver sends
+/// the compensating release if a request may have reached Redis.
+#[napi]
+#[derive(Debug)]
+pub struct CancelHandle {
+    tx: watch::Sender<bool>,
+}
+
+impl Default for CancelHandle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[napi]
+impl CancelHandle {
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        CancelHandle {
+            tx: watch::channel(false).0,
+        }
+    }
+
+    #[napi]
+    pub fn cancel(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+/// Resolves when `cancel()` was called; never if the handle goes away.
+async fn cancelled(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn cancellable<T>(
+    cancel: Option<watch::Receiver<bool>>,
+    fut: impl std::future::Future<Output = fencelock::Result<T>>,
+) -> Result<T> {
+    match cancel {
+        None => fut.await.map_err(lock_error),
+        Some(rx) => tokio::select! {
+            biased;
+            _ = cancelled(rx) => Err(tagged("ABORTED", "the operation was aborted")),
+            r = fut => r.map_err(lock_error),
+        },
+    }
+}
+
+// ---------------------------------------------------------------- client
+
+/// Connect to one Redis URL or to several independent nodes (Redlock).
+#[napi]
+pub fn connect<'env>(
+    env: &'env Env,
+    urls: Either3<String, Vec<String>, Unknown<'_>>,
+    options: OptionsArg<'_>,
+) -> Result<PromiseRaw<'env, NativeClient>> {
+    let urls = urls_arg(urls)?;
+    let options = client_options(options)?;
+    env.spawn_future(async move {
+        let inner = fencelock::Client::connect_with(urls, options)
+            .await
+            .map_err(lock_error)?;
+        Ok(NativeClient { inner })
+    })
+}
+
+#[napi]
+#[derive(Debug)]
+pub struct NativeClient {
+    inner: fencelock::Client,
+}
+
+#[napi]
+impl NativeClient {
+    #[napi]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        name: NameArg<'_>,
+        options: OptionsArg<'_>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<PromiseRaw<'env, NativeLease>> {
+        let name = name_arg(name)?;
+        let options = lock_options(options)?;
+        let cancel = cancel.map(|c| c.tx.subscribe());
+        let client = self.inner.clone();
+        env.spawn_future(async move {
+            let lease = cancellable(cancel, client.acquire(name.name.as_bytes(), &options)).await?;
+            Ok(NativeLease::new(lease, name.is_buffer))
+        })
+    }
+
+    #[napi]
+    pub fn try_acquire<'env>(
+        &self,
+        env: &'env Env,
+        name: NameArg<'_>,
+        options: OptionsArg<'_>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<PromiseRaw<'env, Option<NativeLease>>> {
+        let name = name_arg(name)?;
+        let options = lock_options(options)?;
+        let cancel = cancel.map(|c| c.tx.subscribe());
+        let client = self.inner.clone();
+        env.spawn_future(async move {
+            let lease =
+                cancellable(cancel, client.try_acquire(name.name.as_bytes(), &options)).await?;
+            Ok(lease.map(|lease| NativeLease::new(lease, name.is_buffer)))
+        })
+    }
+
+    #[napi]
+    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let client = self.inner.clone();
+        env.spawn_future(async move {
+            client.close().await;
+            Ok(())
+        })
+    }
+}
+
+// ---------------------------------------------------------------- lease
+
+/// Called with a tagged `LOCK_LOST: ...` message when the lease is lost.
+/// Weak (unref'd): it never keeps the Node process alive.
+type LostCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
+
+#[napi]
+#[derive(Debug)]
+pub struct NativeLease {
+    inner: Arc<fencelock::Lease>,
+    is_buffer: bool,
+    /// Dropping the sender ends the loss watcher (on release or GC).
+    stop: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+}
+
+impl NativeLease {
+    fn new(lease: fencelock::Lease, is_buffer: bool) -> Self {
+        NativeLease {
+            inner: Arc::new(lease),
+            is_buffer,
+            stop: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+impl Drop for NativeLease {
+    fn drop(&mut self) {
+        if let Ok(mut stop) = self.stop.lock() {
+            stop.take();
+        }
+    }
+}
+
+#[napi]
+impl NativeLease {
+    #[napi(getter)]
+    pub fn name(&self) -> Either<String, Buffer> {
+        let bytes = self.inner.name();
+        if self.is_buffer {
+            Either::B(bytes.to_vec().into())
+        } else {
+            Either::A(String::from_utf8_lossy(bytes).into_owned())
+        }
+    }
+
+    #[napi(getter)]
+    pub fn token(&self) -> String {
+        self.inner.token().to_owned()
+    }
+
+    #[napi(getter)]
+    pub fn fence(&self) -> BigInt {
+        BigInt::from(self.inner.fence())
+    }
+
+    /// The lease's TTL in milliseconds.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        self.inner.ttl().as_millis() as f64
+    }
+
+    /// Whole milliseconds left before the lease must be assumed lost.
+    #[napi(getter)]
+    pub fn valid_for(&self) -> f64 {
+        self.inner.valid_for().as_millis() as f64
+    }
+
+    #[napi(getter)]
+    pub fn lost(&self) -> bool {
+        self.inner.lost()
+    }
+
+    /// Call `callback(message)` once if the lease is lost; one watcher per lease.
+    #[napi]
+    pub fn watch_lost(&self, callback: LostCallback) -> Result<()> {
+        let (tx, rx) = oneshot::channel::<()>();
+        {
+            let mut stop = self.stop.lock().map_err(|_| tagged("REDIS", "poisoned"))?;
+            *stop = Some(tx);
+        }
+        let lease = Arc::clone(&self.inner);
+        napi::bindgen_prelude::spawn(async move {
+            tokio::select! {
+                _ = lease.lost_signal() => {
+                    let message = match LockName::new(lease.name()) {
+                        Ok(name) => lock_error(fencelock::Error::LockLost { name }).reason,
+                        Err(_) => "LOCK_LOST: the lease was lost".to_owned(),
+                    };
+                    callback.call(message, ThreadsafeFunctionCallMode::NonBlocking);
+                }
+                _ = rx => {}
+            }
+        });
+        Ok(())
+    }
+
+    #[napi]
+    pub fn extend<'env>(
+        &self,
+        env: &'env Env,
+        ttl: NumberArg<'_>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let ttl = ttl_arg("ttl", ttl)?.map(Ttl::as_duration);
+        let lease = Arc::clone(&self.inner);
+        env.spawn_future(async move { lease.extend(ttl).await.map_err(lock_error) })
+    }
+
+    #[napi]
+    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let lease = Arc::clone(&self.inner);
+        let stop = Arc::clone(&self.stop);
+        env.spawn_future(async move {
+            lease.release().await.map_err(lock_error)?;
+            if let Ok(mut stop) = stop.lock() {
+                stop.take();
+            }
+            Ok(())
+        })
+    }
+}

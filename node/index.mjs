@@ -1,0 +1,6 @@
+// ESM entry: the same classes as the CommonJS entry (one instance of each, so
+// `instanceof` works across `import` and `require`).
+import cjs from './index.js'
+
+export const { Client, Lease, LockError, NotAcquiredError, LockLostError, RedisError } = cjs
+export default cjs
