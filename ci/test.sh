@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The whole test run (`make test`, `.ci/run`): install what is missing, start
+# the harness's redis-servers, run every suite to the end, stop the servers
+# whatever happens, and exit non-zero if any suite failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# rustup's cargo must win over Debian's /usr/bin/cargo (installed by setup.sh
+# for the wasm build only), also on a CI shell whose PATH lacks ~/.cargo/bin.
+cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
+[ -d "$cargo_bin" ] && export PATH="$cargo_bin:$PATH"
+
+t0=$(date +%s)
+bash ci/setup.sh
+
+# Our own run directory, so a developer's `make redis-start` servers are
+# neither reused nor stopped by this run.
+export FENCELOCK_REDIS_RUN_DIR=$PWD/.build/test-redis
+# Stop the servers on every exit path; turn Ctrl-C/TERM into an exit so the
+# EXIT trap runs (bash waits for the running suite to end first).
+trap 'bash ci/redis.sh stop' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+bash ci/redis.sh start
+set -a; . "$FENCELOCK_REDIS_RUN_DIR/env"; set +a
+
+summary=()
+failed=0
+suite() {  # suite NAME COMMAND...: run it, record status and duration
+  local name=$1 start rc=0
+  shift
+  echo; echo "===== $name: $*"
+  start=$(date +%s)
+  "$@" || rc=$?
+  local took=$(( $(date +%s) - start ))
+  if [ $rc -eq 0 ]; then
+    summary+=("$(printf '%-8s ok     %4ds' "$name" "$took")")
+  else
+    summary+=("$(printf '%-8s FAILED %4ds (exit %d)' "$name" "$took" "$rc")")
+    failed=1
+  fi
+}
+optional_suite() {  # run ci/test-NAME.sh if it exists (written by its owner)
+  if [ -f "ci/test-$1.sh" ]; then
+    suite "$1" bash "ci/test-$1.sh"
+  else
+    summary+=("$(printf '%-8s absent (ci/test-%s.sh not written yet)' "$1" "$1")")
+  fi
+}
+
+suite rust bash ci/test-rust.sh
+suite wasm bash ci/test-wasm.sh
+optional_suite python
+optional_suite node
+suite lint bash ci/lint.sh
+
+echo; echo "===== summary"
+printf '%s\n' "${summary[@]}"
+echo "total $(( $(date +%s) - t0 ))s"
+[ $failed -eq 0 ] && echo "ALL PASSED" || echo "SOME SUITES FAILED"
+exit $failed
