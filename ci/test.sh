@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# rustup's cargo must win over Debian's /usr/bin/cargo (installed by setup.sh
-# for the wasm build only), also on a CI shell whose PATH lacks ~/.cargo/bin.
+# CI may run us from a non-interactive shell that never read ~/.bashrc, so
+# put the stock toolchains on PATH the way the login shell does: pyenv's
+# Python 3.11 before Debian's python3, and rustup's cargo before Debian's
+# /usr/bin/cargo (installed by setup.sh for the wasm build only).
+pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+[ -d "$pyenv_root/shims" ] && export PATH="$pyenv_root/bin:$pyenv_root/shims:$PATH"
 cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 [ -d "$cargo_bin" ] && export PATH="$cargo_bin:$PATH"
 
