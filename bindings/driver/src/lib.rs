@@ -1,5 +1,6 @@
 //! fencelock: Redis distributed locks with fencing tokens, Redlock and
-//! auto-renewal. STUB: the public API is final, the bodies are being written.
+//! auto-renewal — the Rust API, and the one IO driver behind fencelock's
+//! Python and Node packages.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fencelock::Error> {
@@ -15,10 +16,55 @@
 //! client.close().await;
 //! # Ok(()) }
 //! ```
+//!
+//! # How it works
+//!
+//! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
+//! only moves its commands to Redis and the replies back:
+//!
+//! - one multiplexed, self-reconnecting connection per node, shared by every
+//!   clone of a [`Client`] and every [`Lease`]; concurrent commands are
+//!   pipelined on it. Scripts run with `EVALSHA`, reloaded transparently
+//!   after `NOSCRIPT` (`SCRIPT FLUSH`, restart, failover);
+//! - one pub/sub connection per node (RESP3 push), opened on the first wait
+//!   and shared through refcounted per-channel subscriptions: a release wakes
+//!   the waiters at once; a timer at the holder's remaining TTL covers the
+//!   rest;
+//! - one small task per acquire/lease drives the core: waiting, auto-renewal
+//!   every ttl/3, the validity deadline, and the compensating release when
+//!   an acquire future is dropped after its request may have reached Redis;
+//! - waiters of one client for one name queue locally in FIFO order behind a
+//!   single remote attempt.
+//!
+//! An uncontended acquire is one round trip (one script), a release one.
+//!
+//! # Redlock
+//!
+//! `Client::connect([url1, url2, url3, url4, url5])` talks to independent
+//! nodes: `connect` succeeds when a majority is reachable, each acquire needs
+//! a majority with positive validity and otherwise releases everywhere
+//! (failing with `NotAcquired`, or `Redis` when a majority could not even be
+//! asked), and extend needs a majority too.
+//!
+//! # Errors
+//!
+//! [`Error`] (from the core): `InvalidArgument` (raised before any Redis
+//! call), `NotAcquired`, `LockLost`, `Redis`. Messages name the lock and the
+//! cause, never a token or a password.
+
+mod client;
+mod connection;
+mod driver;
+mod lease;
+mod notify;
+mod queue;
+mod url;
 
 use std::time::Duration;
 
-pub use fencelock_core::{Error, Wait};
+pub use client::Client;
+pub use fencelock_core::{Error, LockName, Wait, MAX_NAME_BYTES, MAX_TTL_MS};
+pub use lease::Lease;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -27,7 +73,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct ClientOptions {
     /// Key prefix (default `fencelock:`); must not contain braces.
     pub prefix: String,
+    /// Bound on establishing a connection (TCP, TLS, AUTH, SELECT).
     pub connect_timeout: Duration,
+    /// Bound on each command's reply; a timeout counts as an unknown outcome.
     pub response_timeout: Duration,
 }
 
@@ -72,6 +120,15 @@ impl LockOptions {
         self.auto_renew = on;
         self
     }
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+    pub fn wait_value(&self) -> Wait {
+        self.wait
+    }
+    pub fn is_auto_renew(&self) -> bool {
+        self.auto_renew
+    }
 }
 
 /// URLs accepted by [`Client::connect`]: one (a single Redis) or several
@@ -89,9 +146,19 @@ impl IntoUrls for String {
         vec![self]
     }
 }
+impl IntoUrls for &String {
+    fn into_urls(self) -> Vec<String> {
+        vec![self.clone()]
+    }
+}
 impl<S: Into<String>> IntoUrls for Vec<S> {
     fn into_urls(self) -> Vec<String> {
         self.into_iter().map(Into::into).collect()
+    }
+}
+impl<S: Into<String> + Clone> IntoUrls for &[S] {
+    fn into_urls(self) -> Vec<String> {
+        self.iter().cloned().map(Into::into).collect()
     }
 }
 impl<S: Into<String> + Clone, const N: usize> IntoUrls for [S; N] {
@@ -100,75 +167,15 @@ impl<S: Into<String> + Clone, const N: usize> IntoUrls for [S; N] {
     }
 }
 
-/// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
-/// clones and all leases share one multiplexed connection per node.
-#[derive(Clone, Debug)]
-pub struct Client {}
+#[cfg(test)]
+mod tests {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
 
-impl Client {
-    pub async fn connect(urls: impl IntoUrls) -> Result<Client> {
-        Self::connect_with(urls, ClientOptions::default()).await
-    }
-    pub async fn connect_with(urls: impl IntoUrls, options: ClientOptions) -> Result<Client> {
-        let _ = (urls.into_urls(), options);
-        unimplemented!()
-    }
-    /// Acquire `name`, waiting as `options` allow: `NotAcquired` when the wait
-    /// runs out. Dropping the future leaves no lock behind.
-    pub async fn acquire(&self, name: impl AsRef<[u8]>, options: &LockOptions) -> Result<Lease> {
-        let _ = (name.as_ref(), options);
-        unimplemented!()
-    }
-    /// One attempt: `Ok(None)` if someone else holds the lock.
-    pub async fn try_acquire(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: &LockOptions,
-    ) -> Result<Option<Lease>> {
-        let _ = (name.as_ref(), options);
-        unimplemented!()
-    }
-    /// Close connections. Leases still held expire by their TTL.
-    pub async fn close(&self) {}
-}
-
-/// A held lock. Dropping it without `release` leaves the key to expire.
-#[derive(Debug)]
-pub struct Lease {}
-
-impl Lease {
-    pub fn name(&self) -> &[u8] {
-        unimplemented!()
-    }
-    /// The token stored in Redis; never printed by `Debug`.
-    pub fn token(&self) -> &str {
-        unimplemented!()
-    }
-    pub fn fence(&self) -> u64 {
-        unimplemented!()
-    }
-    pub fn ttl(&self) -> Duration {
-        unimplemented!()
-    }
-    /// Time left before the lease must be assumed lost.
-    pub fn valid_for(&self) -> Duration {
-        unimplemented!()
-    }
-    pub fn lost(&self) -> bool {
-        unimplemented!()
-    }
-    /// Resolves when the lease is lost (renewal failed or validity ran out);
-    /// never resolves if it is released first.
-    pub async fn lost_signal(&self) {
-        unimplemented!()
-    }
-    /// Extend to `ttl` (default: the lease's ttl) from now; `LockLost` if gone.
-    pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
-        let _ = ttl;
-        unimplemented!()
-    }
-    /// Release; `LockLost` if the lease was lost; a second call is a no-op.
-    pub async fn release(&self) -> Result<()> {
-        unimplemented!()
+    #[test]
+    fn public_types_are_send_and_sync() {
+        assert_send_sync::<super::Client>();
+        assert_send_sync::<super::Lease>();
+        assert_send_sync::<super::LockOptions>();
+        assert_send_sync::<super::Error>();
     }
 }

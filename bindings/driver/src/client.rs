@@ -1,0 +1,269 @@
+//! [`Client`]: the connections to one Redis or N Redlock nodes, shared by
+//! every clone and every lease, and the entry points `acquire` /
+//! `try_acquire`.
+
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use fencelock_core::{Error, KeySpace, LockConfig, LockName, RetryPolicy, Token, Ttl, Wait};
+use tokio::sync::{oneshot, watch};
+
+use crate::connection::{manager_config, Connected, Node};
+use crate::driver::{self, Job};
+use crate::lease::Lease;
+use crate::notify::Notifier;
+use crate::queue::NameQueues;
+use crate::{ClientOptions, IntoUrls, LockOptions};
+
+/// What every lease actor of a client shares.
+pub(crate) struct Connections {
+    pub nodes: Vec<Node>,
+    pub notifier: Arc<Notifier>,
+    /// `true` once [`Client::close`] ran: actors stop renewing and leave.
+    pub closed: watch::Sender<bool>,
+}
+
+/// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
+/// clones and all leases share one multiplexed connection (plus one pub/sub
+/// connection, opened on the first wait) per node.
+///
+/// With several URLs (Redlock), `connect` succeeds when a majority of the
+/// nodes is reachable (the others are reconnected to in the background), and
+/// every acquire and extend then needs a majority. A wrong password or a bad
+/// database index on any node is an error at once.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conns: RwLock<Option<Arc<Connections>>>,
+    keyspace: KeySpace,
+    queues: Arc<NameQueues>,
+    handle: tokio::runtime::Handle,
+    labels: Vec<String>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("nodes", &self.inner.labels)
+            .field(
+                "prefix",
+                &String::from_utf8_lossy(self.inner.keyspace.prefix()),
+            )
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connect with the default [`ClientOptions`].
+    pub async fn connect(urls: impl IntoUrls) -> Result<Client, Error> {
+        Self::connect_with(urls, ClientOptions::default()).await
+    }
+
+    /// Connect to one URL (a single Redis) or several independent nodes
+    /// (Redlock). Fails fast: within `connect_timeout` when a server is down.
+    /// Must be called inside a tokio runtime; the client keeps that
+    /// runtime's handle and runs its background work there, so later calls
+    /// may come from any thread or runtime (`block_on` included).
+    pub async fn connect_with(
+        urls: impl IntoUrls,
+        options: ClientOptions,
+    ) -> Result<Client, Error> {
+        let urls = urls.into_urls();
+        if urls.is_empty() {
+            return Err(Error::invalid("at least one Redis URL is required"));
+        }
+        let keyspace = KeySpace::new(options.prefix.as_bytes())?;
+        if options.connect_timeout.is_zero() || options.response_timeout.is_zero() {
+            return Err(Error::invalid(
+                "connect_timeout and response_timeout must be positive",
+            ));
+        }
+        let parsed = urls
+            .iter()
+            .map(|u| crate::url::parse(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
+        // Make sure the clock's epoch predates every lock.
+        let _ = driver::epoch();
+
+        let attempts = parsed
+            .iter()
+            .map(|url| Node::connect(url, options.connect_timeout, options.response_timeout));
+        let results = futures_util::future::join_all(attempts).await;
+        let total = results.len();
+        let quorum = total / 2 + 1;
+        let mut nodes = Vec::with_capacity(total);
+        let mut down = Vec::new();
+        for result in results {
+            match result? {
+                Connected::Up(node) => nodes.push(node),
+                Connected::Down(node, error) => {
+                    tracing::warn!(node = %node.label(), %error, "Redis node unreachable at connect");
+                    down.push(error);
+                    nodes.push(node);
+                }
+            }
+        }
+        if total - down.len() < quorum {
+            let reasons: Vec<String> = down.iter().map(redis_message).collect();
+            return Err(if total == 1 {
+                down.pop().expect("one node, down")
+            } else {
+                Error::redis(
+                    None,
+                    format!(
+                        "only {} of {total} Redis nodes reachable, {quorum} needed: {}",
+                        total - down.len(),
+                        reasons.join("; ")
+                    ),
+                )
+            });
+        }
+        let config = manager_config(options.connect_timeout, options.response_timeout);
+        let notifier = Arc::new(Notifier::new(&parsed, &config, &handle)?);
+        let labels: Vec<String> = parsed.iter().map(|u| u.redacted.clone()).collect();
+        tracing::debug!(nodes = ?labels, "fencelock client connected");
+        Ok(Client {
+            inner: Arc::new(Inner {
+                conns: RwLock::new(Some(Arc::new(Connections {
+                    nodes,
+                    notifier,
+                    closed: watch::Sender::new(false),
+                }))),
+                keyspace,
+                queues: Arc::new(NameQueues::default()),
+                handle,
+                labels,
+            }),
+        })
+    }
+
+    /// How many Redis nodes this client talks to (1, or N for Redlock).
+    pub fn node_count(&self) -> usize {
+        self.inner.labels.len()
+    }
+
+    /// The node URLs, passwords redacted.
+    pub fn nodes(&self) -> &[String] {
+        &self.inner.labels
+    }
+
+    /// Whether [`Client::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner
+            .conns
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
+    /// Acquire `name`, waiting as `options` allow: `NotAcquired` when the wait
+    /// runs out. Dropping the future leaves no lock behind.
+    pub async fn acquire(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: &LockOptions,
+    ) -> Result<Lease, Error> {
+        self.start(name.as_ref(), options, options.wait)?.await
+    }
+
+    /// One attempt: `Ok(None)` if someone else holds the lock.
+    pub async fn try_acquire(
+        &self,
+        name: impl AsRef<[u8]>,
+        options: &LockOptions,
+    ) -> Result<Option<Lease>, Error> {
+        match self.start(name.as_ref(), options, Wait::TRY_ONCE)?.await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(Error::NotAcquired { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Validate everything, then hand the work to a new lease actor; the
+    /// returned future only waits for its answer (and, when dropped, tells
+    /// the actor to cancel).
+    fn start(&self, name: &[u8], options: &LockOptions, wait: Wait) -> Result<Acquiring, Error> {
+        let started = std::time::Instant::now();
+        let name = LockName::new(name)?;
+        let ttl = Ttl::from_duration(options.ttl)?;
+        let conns = self
+            .inner
+            .conns
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| Error::redis(Some(&name), "the client is closed"))?;
+        let keys = self.inner.keyspace.keys(&name);
+        let channel = keys.channel.clone();
+        let uuid = uuid::Uuid::new_v4();
+        let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
+        let token = Token(uuid.hyphenated().to_string());
+        let config = LockConfig {
+            name,
+            keys,
+            token,
+            ttl,
+            wait,
+            nodes: conns.nodes.len(),
+            auto_renew: options.auto_renew,
+            retry: RetryPolicy::default(),
+            seed,
+        };
+        let (reply, rx) = oneshot::channel();
+        self.inner.handle.spawn(driver::run(Job {
+            conns,
+            queues: Arc::clone(&self.inner.queues),
+            config,
+            channel,
+            started,
+            reply,
+        }));
+        Ok(Acquiring { rx })
+    }
+
+    /// Close the connections. Auto-renewal stops and leases still held
+    /// expire by their TTL; pending acquires fail with a `Redis` error.
+    /// Idempotent.
+    pub async fn close(&self) {
+        let conns = self
+            .inner
+            .conns
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(conns) = conns {
+            conns.closed.send_replace(true);
+            tracing::debug!("fencelock client closed");
+        }
+    }
+}
+
+fn redis_message(e: &Error) -> String {
+    match e {
+        Error::Redis { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The caller's side of an acquire.
+struct Acquiring {
+    rx: oneshot::Receiver<Result<Lease, Error>>,
+}
+
+impl std::future::Future for Acquiring {
+    type Output = Result<Lease, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| {
+            r.unwrap_or_else(|_| Err(Error::redis(None, "the lock driver stopped unexpectedly")))
+        })
+    }
+}

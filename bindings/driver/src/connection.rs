@@ -1,0 +1,245 @@
+//! One multiplexed, self-reconnecting connection per node, shared by every
+//! lease of a client; runs the core's [`Command`]s as `EVALSHA` and reloads
+//! scripts transparently on `NOSCRIPT`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencelock_core::{Command, Error, Reply};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Value};
+
+use crate::url::{scrub, NodeUrl};
+
+/// A Redis node: its data connection and the name it goes by in messages.
+#[derive(Clone)]
+pub(crate) struct Node {
+    conn: ConnectionManager,
+    label: Arc<str>,
+    password: Option<Arc<str>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+/// The settings every connection of a client shares. Reconnection: one
+/// attempt per use, bounded by the connect timeout (no retry storm behind a
+/// command; the core decides about retries), and redis-rs reconnects in the
+/// background after any connection-level failure.
+pub(crate) fn manager_config(
+    connect_timeout: Duration,
+    response_timeout: Duration,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(0)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_millis(500))
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(Some(response_timeout))
+}
+
+/// How connecting to one node went.
+pub(crate) enum Connected {
+    Up(Node),
+    /// Unreachable right now; the node reconnects lazily on use.
+    Down(Node, Error),
+}
+
+impl Node {
+    /// Connect and wait for the first connection (AUTH, SELECT included),
+    /// giving up after `connect_timeout`. Bad credentials are a hard error;
+    /// an unreachable server comes back as `Down` with a lazily reconnecting
+    /// node so the caller can decide whether a minority of down nodes is
+    /// acceptable (Redlock).
+    pub(crate) async fn connect(
+        url: &NodeUrl,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Connected, Error> {
+        let label: Arc<str> = url.redacted.as_str().into();
+        let password: Option<Arc<str>> = url.password.as_deref().map(Into::into);
+        let client = redis::Client::open(url.info.clone()).map_err(|e| {
+            Error::invalid(format!(
+                "invalid Redis URL {:?}: {}",
+                url.redacted,
+                e.kind_str()
+            ))
+        })?;
+        let config = manager_config(connect_timeout, response_timeout);
+        // redis-rs bounds each phase by the connect timeout; the outer bound
+        // makes sure DNS + TCP + TLS + AUTH together cannot hang either.
+        let attempt = tokio::time::timeout(
+            connect_timeout + Duration::from_millis(50),
+            ConnectionManager::new_with_config(client.clone(), config.clone()),
+        )
+        .await;
+        let err = match attempt {
+            Ok(Ok(conn)) => {
+                return Ok(Connected::Up(Node {
+                    conn,
+                    label,
+                    password,
+                }))
+            }
+            Ok(Err(e)) => e,
+            Err(_) => RedisError::from((redis::ErrorKind::Io, "connect timed out")),
+        };
+        let message = describe_error(&label, password.as_deref(), &err);
+        let error = Error::redis(None, message);
+        if is_fatal_connect_error(&err) {
+            return Err(error);
+        }
+        let conn = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| Error::redis(None, describe_error(&label, password.as_deref(), &e)))?;
+        Ok(Connected::Down(
+            Node {
+                conn,
+                label,
+                password,
+            },
+            error,
+        ))
+    }
+
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Run one core command. Every call yields exactly one reply: server
+    /// errors as `Reply::Error`, anything that leaves the outcome open (IO
+    /// error, timeout, reconnect failure) as `Reply::Unknown`.
+    pub(crate) async fn run(&self, command: &Command) -> Reply {
+        let mut conn = self.conn.clone();
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg(command.script.sha1())
+            .arg(command.keys.len())
+            .arg(&command.keys)
+            .arg(&command.args);
+        match conn.send_packed_command(&evalsha).await {
+            Ok(Value::ServerError(e)) if e.code() == "NOSCRIPT" => {}
+            Err(e) if e.code() == Some("NOSCRIPT") => {}
+            other => return self.to_reply(command, other),
+        }
+        // SCRIPT FLUSH, a restart or a failover emptied the script cache: EVAL
+        // runs the source and caches it again, so the next EVALSHA hits.
+        tracing::debug!(node = %self.label, script = ?command.script, "NOSCRIPT; reloading with EVAL");
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(command.script.source())
+            .arg(command.keys.len())
+            .arg(&command.keys)
+            .arg(&command.args);
+        let result = conn.send_packed_command(&eval).await;
+        self.to_reply(command, result)
+    }
+
+    fn to_reply(&self, command: &Command, result: redis::RedisResult<Value>) -> Reply {
+        match result {
+            Ok(value) => self.value_to_reply(command, value),
+            Err(e)
+                if matches!(e.kind(), redis::ErrorKind::Server(_))
+                    || e.code().is_some() && !e.is_io_error() =>
+            {
+                Reply::Error(self.secret_free(command, &server_text(e.code(), e.detail())))
+            }
+            Err(e) => {
+                let text = describe_error(&self.label, self.password.as_deref(), &e);
+                tracing::debug!(node = %self.label, error = %text, "command outcome unknown");
+                Reply::Unknown(self.secret_free(command, &text))
+            }
+        }
+    }
+
+    fn value_to_reply(&self, command: &Command, value: Value) -> Reply {
+        match value {
+            Value::Nil => Reply::Nil,
+            Value::Int(i) => Reply::Int(i),
+            Value::BulkString(b) => Reply::Bulk(b),
+            Value::SimpleString(s) => Reply::Bulk(s.into_bytes()),
+            Value::Okay => Reply::Bulk(b"OK".to_vec()),
+            Value::Array(items) | Value::Set(items) => Reply::Array(
+                items
+                    .into_iter()
+                    .map(|v| self.value_to_reply(command, v))
+                    .collect(),
+            ),
+            Value::Map(pairs) => Reply::Array(
+                pairs
+                    .into_iter()
+                    .flat_map(|(k, v)| [k, v])
+                    .map(|v| self.value_to_reply(command, v))
+                    .collect(),
+            ),
+            Value::Attribute { data, .. } => self.value_to_reply(command, *data),
+            Value::Boolean(b) => Reply::Int(i64::from(b)),
+            Value::Double(d) => Reply::Bulk(d.to_string().into_bytes()),
+            Value::BigNumber(n) => Reply::Bulk(n),
+            Value::VerbatimString { text, .. } => Reply::Bulk(text.into_bytes()),
+            Value::ServerError(e) => {
+                Reply::Error(self.secret_free(command, &server_text(Some(e.code()), e.details())))
+            }
+            other => Reply::Error(format!(
+                "unexpected reply type from {}: {other:?}",
+                self.label
+            )),
+        }
+    }
+
+    /// Server error texts can echo arguments (a script error quoting its
+    /// input): take the token and the password out before they go anywhere.
+    fn secret_free(&self, command: &Command, text: &str) -> String {
+        let mut text = scrub(text, self.password.as_deref());
+        for arg in &command.args {
+            if arg.len() >= 8 {
+                if let Ok(arg) = std::str::from_utf8(arg) {
+                    text = scrub(&text, Some(arg));
+                }
+            }
+        }
+        text
+    }
+}
+
+fn server_text(code: Option<&str>, detail: Option<&str>) -> String {
+    match (code, detail) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        (None, Some(detail)) => detail.to_owned(),
+        (None, None) => "unknown server error".to_owned(),
+    }
+}
+
+/// Errors that retrying cannot fix: wrong credentials, missing permissions,
+/// a bad database index, a TLS configuration problem.
+fn is_fatal_connect_error(e: &RedisError) -> bool {
+    use redis::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::AuthenticationFailed | K::InvalidClientConfig | K::Server(_)
+    ) || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM" | "ERR"))
+}
+
+/// A human message for a redis-rs error, naming the node, never a password.
+pub(crate) fn describe_error(label: &str, password: Option<&str>, e: &RedisError) -> String {
+    let what = if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connection_refusal() {
+        "connection refused".to_owned()
+    } else {
+        e.to_string()
+    };
+    scrub(&format!("{label}: {what}"), password)
+}
+
+trait KindStr {
+    fn kind_str(&self) -> String;
+}
+
+impl KindStr for RedisError {
+    fn kind_str(&self) -> String {
+        self.category().to_owned()
+    }
+}

@@ -1,0 +1,401 @@
+//! The actor that pumps one core [`Lock`]: one tokio task per acquire/lease.
+//!
+//! It waits for its turn in the local FIFO, drives the core through the
+//! acquire (commands out, replies/wake-ups/timeouts in), hands a [`Lease`] to
+//! the caller, then keeps driving for auto-renewal, the validity deadline,
+//! and the lease's extend/release requests. If the caller drops the acquire
+//! future, the actor cancels the core and drives the compensating release to
+//! the end.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use fencelock_core::{Error, Event, Instant, Lock, LockConfig, State, Ttl, Wait};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::client::Connections;
+use crate::lease::Lease;
+use crate::notify::Subscription;
+use crate::queue::{NameQueues, Turn};
+
+// ---- time -------------------------------------------------------------------
+
+static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+
+/// The process-wide origin of the core's clock.
+pub(crate) fn epoch() -> std::time::Instant {
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+pub(crate) fn now() -> Instant {
+    Instant::from_epoch(epoch().elapsed())
+}
+
+fn to_tokio(at: Instant) -> tokio::time::Instant {
+    let epoch = epoch();
+    let at = epoch
+        .checked_add(at.since_epoch())
+        .unwrap_or_else(|| epoch + Duration::from_secs(86_400 * 365 * 30));
+    tokio::time::Instant::from_std(at)
+}
+
+// ---- what the lease and the actor share -------------------------------------
+
+/// Getters the lease reads without talking to the actor.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Validity deadline as nanoseconds since the epoch; 0 = none/released.
+    valid_until_ns: AtomicU64,
+    lost: AtomicBool,
+    lost_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn new() -> Self {
+        Shared {
+            valid_until_ns: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
+            lost_tx: watch::Sender::new(false),
+        }
+    }
+
+    pub(crate) fn valid_for(&self) -> Duration {
+        if self.lost.load(Ordering::Acquire) {
+            return Duration::ZERO;
+        }
+        let until = self.valid_until_ns.load(Ordering::Acquire);
+        let now = epoch().elapsed().as_nanos() as u64;
+        Duration::from_nanos(until.saturating_sub(now))
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn lost_watch(&self) -> watch::Receiver<bool> {
+        self.lost_tx.subscribe()
+    }
+
+    fn publish(&self, lock: &Lock) {
+        let until = lock
+            .valid_until()
+            .map(|t| u64::try_from(t.since_epoch().as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        self.valid_until_ns.store(until, Ordering::Release);
+    }
+
+    fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Release);
+        self.lost_tx.send_replace(true);
+    }
+}
+
+/// What a lease asks its actor to do.
+pub(crate) enum Request {
+    Extend(Option<Ttl>, oneshot::Sender<Result<(), Error>>),
+    Release(oneshot::Sender<Result<(), Error>>),
+}
+
+enum Pending {
+    Extend(oneshot::Sender<Result<(), Error>>),
+    Release(oneshot::Sender<Result<(), Error>>),
+}
+
+/// Everything one acquire needs; built (and validated) by the client.
+pub(crate) struct Job {
+    pub conns: Arc<Connections>,
+    pub queues: Arc<NameQueues>,
+    pub config: LockConfig,
+    pub channel: Vec<u8>,
+    /// When the caller called acquire (the wait bound runs from here).
+    pub started: std::time::Instant,
+    pub reply: oneshot::Sender<Result<Lease, Error>>,
+}
+
+fn closed_error(config: &LockConfig) -> Error {
+    Error::redis(Some(&config.name), "the client is closed")
+}
+
+/// The actor's body.
+pub(crate) async fn run(job: Job) {
+    let Job {
+        conns,
+        queues,
+        mut config,
+        channel,
+        started,
+        mut reply,
+    } = job;
+    let mut closed = conns.closed.subscribe();
+    if *closed.borrow_and_update() {
+        let _ = reply.send(Err(closed_error(&config)));
+        return;
+    }
+
+    // Phase 1: our turn in the local FIFO for this name.
+    let turn = match queues.slot(config.name.as_bytes()).try_take() {
+        Ok(turn) => turn,
+        Err(slot) => {
+            let deadline = match config.wait {
+                Wait::Bounded(d) if d.is_zero() => {
+                    let _ = reply.send(Err(Error::NotAcquired {
+                        name: config.name.clone(),
+                    }));
+                    return;
+                }
+                Wait::Bounded(d) => Some(tokio::time::Instant::from_std(started) + d),
+                Wait::Forever => None,
+            };
+            let expired = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                turn = slot.take() => turn,
+                () = expired => {
+                    let _ = reply.send(Err(Error::NotAcquired { name: config.name.clone() }));
+                    return;
+                }
+                () = reply.closed() => return,
+                _ = closed.changed() => {
+                    let _ = reply.send(Err(closed_error(&config)));
+                    return;
+                }
+            }
+        }
+    };
+    if let Wait::Bounded(d) = config.wait {
+        config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
+    }
+
+    // Phase 2: the remote protocol.
+    let name = config.name.clone();
+    let token = config.token.0.clone();
+    let ttl = config.ttl.as_duration();
+    let auto_renew = config.auto_renew;
+    let mut lock = Lock::new(config);
+    if let Err(e) = lock.acquire(now()) {
+        let _ = reply.send(Err(e));
+        return;
+    }
+    let mut actor = Actor {
+        conns: &conns,
+        channel,
+        reply: Some(reply),
+        turn: Some(turn),
+        subscription: None,
+        pending: None,
+        shared: Arc::new(Shared::new()),
+        requests: None,
+        abandoned: false,
+        lease_parts: Some((name, token, ttl, auto_renew)),
+    };
+    actor.drive(&mut lock, &mut closed).await;
+}
+
+struct Actor<'a> {
+    conns: &'a Arc<Connections>,
+    channel: Vec<u8>,
+    /// The acquire caller, until the lease is handed over.
+    reply: Option<oneshot::Sender<Result<Lease, Error>>>,
+    turn: Option<Turn>,
+    subscription: Option<Subscription>,
+    pending: Option<Pending>,
+    shared: Arc<Shared>,
+    requests: Option<mpsc::UnboundedReceiver<Request>>,
+    /// The caller went away after the lock was acquired: release it.
+    abandoned: bool,
+    lease_parts: Option<(fencelock_core::LockName, String, Duration, bool)>,
+}
+
+impl Actor<'_> {
+    async fn drive(&mut self, lock: &mut Lock, closed: &mut watch::Receiver<bool>) {
+        let mut inflight = FuturesUnordered::new();
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
+        tokio::pin!(sleep);
+        let mut armed: Option<Instant> = None;
+        let mut closing = false;
+        let mut lease_dropped = false;
+        loop {
+            // Drain until quiet: an event handler may call back into the
+            // lock (the release of an abandoned lease) and produce more.
+            loop {
+                let mut progressed = false;
+                while let Some(command) = lock.poll_command() {
+                    progressed = true;
+                    let node = self.conns.nodes[command.node].clone();
+                    inflight.push(async move {
+                        let reply = node.run(&command).await;
+                        (command.id, reply)
+                    });
+                }
+                while let Some(event) = lock.poll_event() {
+                    progressed = true;
+                    self.on_event(lock, event);
+                }
+                if !progressed {
+                    break;
+                }
+            }
+            self.shared.publish(lock);
+
+            let state = lock.state();
+            if self.reply.is_none() && inflight.is_empty() {
+                let delivered = self.requests.is_some();
+                if state == State::Done && (!delivered || self.abandoned || closing) {
+                    break;
+                }
+                if lease_dropped && self.pending.is_none() && state != State::Releasing {
+                    // Dropped without release: stop renewing, let the key expire.
+                    break;
+                }
+            }
+            if closing && state == State::Held && self.pending.is_none() {
+                break;
+            }
+
+            let timeout = lock.poll_timeout();
+            if timeout != armed {
+                if let Some(at) = timeout {
+                    sleep.as_mut().reset(to_tokio(at));
+                }
+                armed = timeout;
+            }
+            let take_requests = self.pending.is_none() && !lease_dropped && self.requests.is_some();
+            let waiter = self.subscription.as_ref().map(|s| s.waiter());
+            let requests = self.requests.as_mut().filter(|_| take_requests);
+            let reply = self.reply.as_mut();
+            let (has_waiter, has_requests, acquiring) =
+                (waiter.is_some(), requests.is_some(), reply.is_some());
+
+            tokio::select! {
+                biased;
+                Some((id, reply)) = inflight.next(), if !inflight.is_empty() => {
+                    lock.handle_reply(now(), id, reply);
+                }
+                () = async { waiter.expect("guarded").notify.notified().await }, if has_waiter => {
+                    lock.handle_wakeup(now());
+                }
+                () = &mut sleep, if armed.is_some() => {
+                    armed = None;
+                    lock.handle_timeout(now());
+                }
+                request = async { requests.expect("guarded").recv().await }, if has_requests => {
+                    match request {
+                        Some(request) => self.on_request(lock, request),
+                        None => lease_dropped = true,
+                    }
+                }
+                () = async { reply.expect("guarded").closed().await }, if acquiring => {
+                    tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller");
+                    self.reply = None;
+                    lock.cancel(now());
+                }
+                changed = closed.changed(), if !closing => {
+                    if changed.is_ok() && *closed.borrow() {
+                        closing = true;
+                        if let Some(reply) = self.reply.take() {
+                            let _ = reply.send(Err(Error::redis(Some(lock.name()), "the client is closed")));
+                            lock.cancel(now());
+                        }
+                    } else if changed.is_err() {
+                        closing = true;
+                    }
+                }
+            }
+        }
+        tracing::trace!(lock = %lock.name(), "lease actor finished");
+    }
+
+    fn on_request(&mut self, lock: &mut Lock, request: Request) {
+        match request {
+            Request::Extend(ttl, tx) => match lock.extend(now(), ttl) {
+                Ok(()) => self.pending = Some(Pending::Extend(tx)),
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            },
+            Request::Release(tx) => match lock.release(now()) {
+                Ok(()) => self.pending = Some(Pending::Release(tx)),
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            },
+        }
+    }
+
+    fn on_event(&mut self, lock: &mut Lock, event: Event) {
+        match event {
+            Event::Subscribe => {
+                self.subscription = Some(self.conns.notifier.subscribe(&self.channel));
+            }
+            Event::Unsubscribe => self.subscription = None,
+            Event::Acquired { fence, .. } => {
+                self.subscription = None;
+                self.shared.publish(lock);
+                let (tx, rx) = mpsc::unbounded_channel();
+                self.requests = Some(rx);
+                let (name, token, ttl, auto_renew) =
+                    self.lease_parts.take().expect("acquired once");
+                let lease = Lease::new(
+                    name,
+                    token,
+                    fence,
+                    ttl,
+                    auto_renew,
+                    Arc::clone(&self.shared),
+                    tx,
+                );
+                let delivered = match self.reply.take() {
+                    Some(reply) => reply.send(Ok(lease)).is_ok(),
+                    None => false,
+                };
+                if !delivered {
+                    // The caller gave up just as we won: do not leave it held.
+                    tracing::debug!(lock = %lock.name(), "acquired after the caller left; releasing");
+                    self.abandoned = true;
+                    if let Err(e) = lock.release(now()) {
+                        tracing::warn!(lock = %lock.name(), error = %e, "compensating release refused");
+                    }
+                }
+            }
+            Event::AcquireFailed(e) => {
+                self.subscription = None;
+                self.turn = None;
+                if let Some(reply) = self.reply.take() {
+                    let _ = reply.send(Err(e));
+                }
+            }
+            Event::Extended { .. } => {
+                if let Some(Pending::Extend(tx)) = self.pending.take() {
+                    let _ = tx.send(Ok(()));
+                }
+            }
+            Event::ExtendFailed(e) => {
+                if let Some(Pending::Extend(tx)) = self.pending.take() {
+                    let _ = tx.send(Err(e));
+                }
+            }
+            Event::Released(result) => {
+                self.turn = None;
+                self.subscription = None;
+                self.shared.valid_until_ns.store(0, Ordering::Release);
+                if let Some(Pending::Release(tx)) = self.pending.take() {
+                    let _ = tx.send(result);
+                } else if let Err(e) = result {
+                    tracing::debug!(lock = %lock.name(), error = %e, "release finished with an error");
+                }
+            }
+            Event::Lost => {
+                tracing::warn!(lock = %lock.name(), "lease lost");
+                self.shared.mark_lost();
+                // The next local waiter may try now.
+                self.turn = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Release notifications: ONE pub/sub connection per node per client (RESP3
+//! push messages on a dedicated, self-reconnecting connection that
+//! resubscribes by itself), shared by every waiting lease through refcounted
+//! per-channel subscriptions.
+//!
+//! A waiting lease registers a [`Waiter`] for its channel on every node. The
+//! waiter's `Notify` fires when (a) every node has confirmed the subscription
+//! (the core then re-checks the lock, closing the window in which a release
+//! could be missed) and (b) whenever a release message arrives. Messages are
+//! dispatched straight from the connection's reader, without an extra task.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use redis::aio::ConnectionManager;
+use redis::{ProtocolVersion, PushInfo, PushKind, Value};
+use tokio::sync::{mpsc, Notify};
+
+use crate::url::NodeUrl;
+
+/// What a waiting lease holds on to.
+#[derive(Debug, Default)]
+pub(crate) struct Waiter {
+    pub notify: Notify,
+    /// Nodes whose subscription is not confirmed yet.
+    pending: AtomicUsize,
+}
+
+impl Waiter {
+    fn confirm_one(&self) {
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.notify.notify_one();
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+enum Remote {
+    /// SUBSCRIBE queued or in flight.
+    Pending,
+    /// The server confirmed the subscription.
+    Active,
+    /// SUBSCRIBE failed; waiters fall back to the core's retry timer.
+    Failed,
+}
+
+struct Channel {
+    waiters: Vec<Arc<Waiter>>,
+    remote: Remote,
+}
+
+#[derive(Default)]
+struct Table {
+    channels: HashMap<Vec<u8>, Channel>,
+}
+
+/// The pub/sub side of one node.
+struct NodeSub {
+    table: Arc<Mutex<Table>>,
+    reconcile: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+/// All nodes' pub/sub of one client.
+pub(crate) struct Notifier {
+    nodes: Vec<NodeSub>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+impl Notifier {
+    /// Sets up (lazily connecting) pub/sub connections; nothing is sent
+    /// until the first waiter subscribes.
+    pub(crate) fn new(
+        urls: &[NodeUrl],
+        config: &redis::aio::ConnectionManagerConfig,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<Notifier, fencelock_core::Error> {
+        let mut nodes = Vec::with_capacity(urls.len());
+        for url in urls {
+            let table = Arc::new(Mutex::new(Table::default()));
+            let dispatch_table = Arc::clone(&table);
+            let sender = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+                dispatch(&dispatch_table, push);
+                Ok(())
+            };
+            let redis_settings = url
+                .info
+                .redis_settings()
+                .clone()
+                .set_protocol(ProtocolVersion::RESP3);
+            let info = url.info.clone().set_redis_settings(redis_settings);
+            let client = redis::Client::open(info).map_err(|e| {
+                fencelock_core::Error::invalid(format!(
+                    "invalid Redis URL {:?}: {}",
+                    url.redacted,
+                    e.category()
+                ))
+            })?;
+            let config = config
+                .clone()
+                .set_push_sender(sender)
+                .set_automatic_resubscription();
+            let _guard = handle.enter();
+            let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(|e| {
+                fencelock_core::Error::redis(None, format!("{}: {}", url.redacted, e.category()))
+            })?;
+            let (tx, rx) = mpsc::unbounded_channel();
+            handle.spawn(reconciler(
+                conn,
+                Arc::clone(&table),
+                rx,
+                url.redacted.clone(),
+            ));
+            nodes.push(NodeSub {
+                table,
+                reconcile: tx,
+            });
+        }
+        Ok(Notifier { nodes })
+    }
+
+    /// Start listening on `channel` on every node. Dropping the returned
+    /// subscription stops listening (the last one out unsubscribes).
+    pub(crate) fn subscribe(self: &Arc<Self>, channel: &[u8]) -> Subscription {
+        let waiter = Arc::new(Waiter {
+            notify: Notify::new(),
+            pending: AtomicUsize::new(self.nodes.len()),
+        });
+        for node in &self.nodes {
+            let mut table = node.table.lock().unwrap_or_else(|e| e.into_inner());
+            match table.channels.get_mut(channel) {
+                Some(entry) => {
+                    entry.waiters.push(Arc::clone(&waiter));
+                    match entry.remote {
+                        Remote::Active => waiter.confirm_one(),
+                        Remote::Pending => {}
+                        Remote::Failed => {
+                            entry.remote = Remote::Pending;
+                            let _ = node.reconcile.send(channel.to_vec());
+                        }
+                    }
+                }
+                None => {
+                    table.channels.insert(
+                        channel.to_vec(),
+                        Channel {
+                            waiters: vec![Arc::clone(&waiter)],
+                            remote: Remote::Pending,
+                        },
+                    );
+                    if node.reconcile.send(channel.to_vec()).is_err() {
+                        // The client is closing: nobody will confirm.
+                        waiter.confirm_one();
+                    }
+                }
+            }
+        }
+        Subscription {
+            notifier: Arc::clone(self),
+            channel: channel.to_vec(),
+            waiter,
+        }
+    }
+
+    fn unsubscribe(&self, channel: &[u8], waiter: &Arc<Waiter>) {
+        for node in &self.nodes {
+            let mut table = node.table.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = table.channels.get_mut(channel) {
+                entry.waiters.retain(|w| !Arc::ptr_eq(w, waiter));
+                if entry.waiters.is_empty() {
+                    table.channels.remove(channel);
+                    let _ = node.reconcile.send(channel.to_vec());
+                }
+            }
+        }
+    }
+}
+
+/// A lease listening for release notifications.
+pub(crate) struct Subscription {
+    notifier: Arc<Notifier>,
+    channel: Vec<u8>,
+    waiter: Arc<Waiter>,
+}
+
+impl Subscription {
+    pub(crate) fn waiter(&self) -> &Waiter {
+        &self.waiter
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.notifier.unsubscribe(&self.channel, &self.waiter);
+    }
+}
+
+/// Runs on the connection's reader: wake everyone waiting on the channel.
+fn dispatch(table: &Mutex<Table>, push: PushInfo) {
+    if push.kind != PushKind::Message {
+        return;
+    }
+    let Some(Value::BulkString(channel)) = push.data.first() else {
+        return;
+    };
+    let table = table.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(entry) = table.channels.get(channel.as_slice()) {
+        for waiter in &entry.waiters {
+            waiter.notify.notify_one();
+        }
+    }
+}
+
+/// Brings the server's subscriptions in line with the table, one channel at
+/// a time and in order, so an UNSUBSCRIBE can never overtake a SUBSCRIBE of
+/// the same channel. Ends when the client is dropped or closed.
+async fn reconciler(
+    mut conn: ConnectionManager,
+    table: Arc<Mutex<Table>>,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    label: String,
+) {
+    let mut active: HashSet<Vec<u8>> = HashSet::new();
+    while let Some(channel) = rx.recv().await {
+        let wanted = table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .channels
+            .contains_key(&channel);
+        match (wanted, active.contains(&channel)) {
+            (true, false) => {
+                let result = conn.subscribe(&channel).await;
+                if let Err(e) = &result {
+                    tracing::warn!(node = %label, error = %e.category(), "SUBSCRIBE failed; waiters fall back to timed retries");
+                } else {
+                    active.insert(channel.clone());
+                }
+                let still_wanted = settle(&table, &channel, result.is_ok());
+                if result.is_ok() && !still_wanted {
+                    // Everyone left while we subscribed: undo it.
+                    if conn.unsubscribe(&channel).await.is_ok() {
+                        active.remove(&channel);
+                    }
+                }
+            }
+            (false, true) => {
+                let _ = conn.unsubscribe(&channel).await;
+                active.remove(&channel);
+            }
+            (true, true) => {
+                // Re-registered after a queued unsubscribe was skipped.
+                settle(&table, &channel, true);
+            }
+            (false, false) => {}
+        }
+    }
+}
+
+/// The server's subscription to `channel` settled (`ok`: it is active):
+/// confirm the waiters that were waiting for it. Returns whether anyone
+/// still wants the channel.
+fn settle(table: &Mutex<Table>, channel: &[u8], ok: bool) -> bool {
+    let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(entry) = table.channels.get_mut(channel) else {
+        return false;
+    };
+    if entry.remote == Remote::Pending {
+        entry.remote = if ok { Remote::Active } else { Remote::Failed };
+        for waiter in &entry.waiters {
+            waiter.confirm_one();
+        }
+    }
+    true
+}
