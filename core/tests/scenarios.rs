@@ -1,0 +1,302 @@
+//! Example-based scenarios on the simulator: one story per test, calm network
+//! (1 ms each way, nothing lost) unless the test says otherwise.
+
+mod sim;
+
+use std::time::Duration;
+
+use fencelock_core::{Error, Event, Script, State, Wait};
+use sim::{AppAction, Clock, LeaseOpts, Net, Sim, MS};
+
+fn is_acquire_done(e: &Event) -> bool {
+    matches!(e, Event::Acquired { .. } | Event::AcquireFailed(_))
+}
+fn is_released(e: &Event) -> bool {
+    matches!(e, Event::Released(_))
+}
+fn scripts_sent(sim: &Sim, lease: usize) -> Vec<Script> {
+    sim.leases[lease].sent.iter().map(|c| c.1.script).collect()
+}
+
+#[test]
+fn single_node_acquire_is_one_round_trip_and_release_one_more() {
+    let mut sim = Sim::new(1, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
+
+    sim.at(0, a, AppAction::Acquire);
+    let (t, ev) = sim.run_until_event(a, 10 * MS, is_acquire_done).expect("acquired");
+    assert_eq!(t, 2 * MS, "one round trip");
+    // valid_until = t_send + ttl - drift, drift = ttl/100 + 2 ms
+    let expected_until = Clock::PERFECT.local(0) + Duration::from_millis(10_000 - 100 - 2);
+    assert_eq!(ev, Event::Acquired { fence: 1, valid_until: expected_until });
+    assert_eq!(sim.leases[a].lock.state(), State::Held);
+    assert_eq!(sim.leases[a].lock.fence(), Some(1));
+    assert_eq!(scripts_sent(&sim, a), [Script::Acquire]);
+    let (holder, pttl) = sim.holder(0).expect("key set");
+    assert_eq!(holder, sim.token(a));
+    assert!(pttl.unwrap() <= 10_000 * MS);
+
+    sim.at(sim.now + 5 * MS, a, AppAction::Release);
+    let (_, ev) = sim.run_until_event(a, sim.now + 100 * MS, is_released).unwrap();
+    assert_eq!(ev, Event::Released(Ok(())));
+    assert_eq!(scripts_sent(&sim, a), [Script::Acquire, Script::Release]);
+    assert_eq!(sim.holder(0), None);
+    assert!(sim.run_to_quiet(sim.now + 10_000 * MS));
+    assert_eq!(sim.leases[a].lock.state(), State::Done);
+    sim.check_completions(a).unwrap();
+
+    // A second release is a no-op that completes at once.
+    sim.at(sim.now, a, AppAction::Release);
+    sim.run_for(MS);
+    assert_eq!(sim.leases[a].last_event(), Some(&Event::Released(Ok(()))));
+    assert_eq!(sim.leases[a].sent.len(), 2, "nothing more sent");
+}
+
+#[test]
+fn contended_try_once_fails_after_one_round_trip() {
+    let mut sim = Sim::new(2, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let d = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(10_000, Wait::TRY_ONCE));
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(10 * MS, b, AppAction::Acquire);
+    let (t, ev) = sim.run_until_event(b, 1_000 * MS, is_acquire_done).expect("completes");
+    assert_eq!(t, 12 * MS);
+    assert!(matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })), "{ev:?}");
+    assert_eq!(scripts_sent(&sim, b), [Script::Acquire]);
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(a), "holder untouched");
+}
+
+#[test]
+fn waiter_is_handed_the_lock_by_the_release_notification() {
+    let mut sim = Sim::new(3, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let d = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(30_000, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(30_000, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(10 * MS, b, AppAction::Acquire);
+    sim.run_until(100 * MS);
+    assert_eq!(sim.leases[b].lock.state(), State::Acquiring);
+    assert!(sim.leases[b].subscribed, "a waiter listens for releases");
+
+    sim.at(200 * MS, a, AppAction::Release);
+    let (t, ev) = sim.run_until_event(b, 60_000 * MS, is_acquire_done).unwrap();
+    // release runs at 201 ms, the notification lands at 202 ms, then one
+    // round trip (+ at most the default 5 ms jitter): far before the 30 s TTL.
+    assert!(t <= 210 * MS, "woken by the notification, acquired at {t} µs");
+    assert!(matches!(ev, Event::Acquired { fence: 2, .. }), "{ev:?}");
+    assert!(!sim.leases[b].subscribed, "unsubscribed once acquired");
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+#[test]
+fn waiter_without_notifications_still_gets_the_lock_after_expiry() {
+    let mut net = Net::calm();
+    net.drop_wakeup = 1.0;
+    let mut sim = Sim::new(4, 1, net);
+    let c = sim.add_client(Clock::PERFECT);
+    let d = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(300, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(300, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire); // never released: it expires at 301 ms
+    sim.at(10 * MS, b, AppAction::Acquire);
+    let (t, ev) = sim.run_until_event(b, 10_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { fence: 2, .. }), "{ev:?}");
+    assert!((301 * MS..=320 * MS).contains(&t), "retried at the holder's TTL, got {t} µs");
+    sim.check_mutual_exclusion().unwrap();
+}
+
+#[test]
+fn expired_lease_gets_lock_lost_on_extend_and_release() {
+    let mut sim = Sim::new(5, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let d = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(100, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(10_000, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(150 * MS, b, AppAction::Acquire); // takes over the expired lock
+    sim.at(200 * MS, a, AppAction::Extend(None));
+    sim.at(300 * MS, a, AppAction::Release);
+    sim.run_until(1_000 * MS);
+
+    let ev = &sim.leases[a].events;
+    assert!(
+        ev.iter().any(|e| matches!(e.1, Event::ExtendFailed(Error::LockLost { .. }))),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter().any(|e| matches!(e.1, Event::Released(Err(Error::LockLost { .. })))),
+        "{ev:?}"
+    );
+    assert!(sim.leases[a].lock.is_lost());
+    assert_eq!(sim.leases[a].lock.valid_for(sim.clients[c].clock.local(sim.now)), Duration::ZERO);
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(b), "the new holder is untouched");
+    sim.check_completions(a).unwrap();
+    sim.check_mutual_exclusion().unwrap();
+}
+
+#[test]
+fn auto_renew_keeps_the_lease_for_many_ttls() {
+    let mut sim = Sim::new(6, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(300, Wait::Forever);
+    opts.auto_renew = true;
+    let a = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(3_000 * MS, a, AppAction::Release);
+    sim.run_until(5_000 * MS);
+    assert!(!sim.leases[a].lock.is_lost());
+    assert!(!sim.leases[a].events.iter().any(|e| e.1 == Event::Lost));
+    assert_eq!(sim.leases[a].last_event(), Some(&Event::Released(Ok(()))));
+    let extends = scripts_sent(&sim, a).iter().filter(|s| **s == Script::Extend).count();
+    assert!((9..=12).contains(&extends), "renewed every ttl/3: {extends} extends");
+    assert_eq!(sim.windows(a), [(2 * MS, 3_000 * MS)], "held without a gap");
+}
+
+#[test]
+fn auto_renew_reports_lost_when_the_node_goes_away() {
+    let mut sim = Sim::new(7, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(300, Wait::Forever);
+    opts.auto_renew = true;
+    let a = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.crash_at(500 * MS, 0, 1_000 * MS);
+    sim.run_until(2_000 * MS);
+    let lost = sim.leases[a].events.iter().filter(|e| e.1 == Event::Lost).count();
+    assert_eq!(lost, 1, "Lost reported exactly once: {:?}", sim.leases[a].events);
+    assert!(sim.leases[a].lock.is_lost());
+    // It was believed held at most until its last validity deadline.
+    let windows = sim.windows(a);
+    assert!(windows.last().unwrap().1 <= 500 * MS + 300 * MS, "{windows:?}");
+}
+
+#[test]
+fn redlock_acquires_with_two_of_five_nodes_down() {
+    let mut sim = Sim::new(8, 5, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::TRY_ONCE));
+    sim.crash_at(0, 3, 60_000 * MS);
+    sim.crash_at(0, 4, 60_000 * MS);
+    sim.at(MS, a, AppAction::Acquire);
+    let (_, ev) = sim.run_until_event(a, 1_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { fence: 1, .. }), "{ev:?}");
+    for n in 0..3 {
+        assert_eq!(sim.holder(n).unwrap().0, sim.token(a), "node {n}");
+    }
+    // Validity counts from before the first send: ttl - elapsed - drift.
+    let vu = sim.leases[a].lock.valid_until().unwrap();
+    assert!(vu <= Clock::PERFECT.local(MS) + Duration::from_millis(10_000 - 102));
+}
+
+#[test]
+fn redlock_with_three_of_five_down_fails_and_releases_everywhere() {
+    let mut sim = Sim::new(9, 5, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::TRY_ONCE));
+    for n in 2..5 {
+        sim.crash_at(0, n, 60_000 * MS);
+    }
+    sim.at(MS, a, AppAction::Acquire);
+    let (_, ev) = sim.run_until_event(a, 5_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })), "{ev:?}");
+    assert!(sim.run_to_quiet(30_000 * MS));
+    assert_eq!(sim.leases[a].lock.state(), State::Done);
+    for n in 0..2 {
+        assert_eq!(sim.holder(n), None, "node {n} released");
+    }
+    for n in 0..5 {
+        assert!(
+            sim.leases[a].sent.iter().any(|c| c.1.node == n && c.1.script == Script::Release),
+            "release sent to node {n}, even the ones that did not answer"
+        );
+    }
+}
+
+#[test]
+fn redlock_writes_the_maximum_fence_back_until_a_majority_holds_it() {
+    let mut sim = Sim::new(10, 5, Net::calm());
+    for (n, c) in [10, 3, 3, 7, 1].into_iter().enumerate() {
+        sim.set_counter(n, c);
+    }
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::TRY_ONCE));
+    sim.at(0, a, AppAction::Acquire);
+    let (_, ev) = sim.run_until_event(a, 1_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { fence: 11, .. }), "{ev:?}");
+    let at_least = (0..5).filter(|&n| sim.counter(n) >= 11).count();
+    assert!(at_least >= 3, "a majority holds 11 before the lease is returned");
+    assert!(scripts_sent(&sim, a).contains(&Script::RaiseFence));
+
+    // The next lease, even from a majority that excludes node 0, gets more.
+    sim.at(sim.now, a, AppAction::Release);
+    sim.run_for(100 * MS);
+    sim.crash_at(sim.now, 0, 60_000 * MS);
+    sim.run_for(MS);
+    let b = sim.add_lease(c, LeaseOpts::new(10_000, Wait::TRY_ONCE));
+    sim.at(sim.now, b, AppAction::Acquire);
+    let (_, ev) = sim.run_until_event(b, sim.now + 1_000 * MS, is_acquire_done).unwrap();
+    match ev {
+        Event::Acquired { fence, .. } => assert!(fence > 11, "fence {fence}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn redlock_skips_the_write_back_when_a_majority_agrees() {
+    let mut sim = Sim::new(11, 5, Net::calm());
+    for (n, c) in [5, 5, 5, 0, 2].into_iter().enumerate() {
+        sim.set_counter(n, c);
+    }
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::TRY_ONCE));
+    sim.at(0, a, AppAction::Acquire);
+    let (t, ev) = sim.run_until_event(a, 1_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { fence: 6, .. }), "{ev:?}");
+    assert_eq!(t, 2 * MS, "one round trip");
+    assert!(!scripts_sent(&sim, a).contains(&Script::RaiseFence));
+}
+
+#[test]
+fn cancelled_acquire_in_flight_leaves_nothing_held() {
+    // The acquire runs on the node but its reply is lost; the caller cancels.
+    let mut net = Net::calm();
+    net.drop_reply = 1.0;
+    net.timeout = 50 * MS;
+    let mut sim = Sim::new(12, 1, net);
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(MS + MS / 2, a, AppAction::Cancel); // after it ran, before any reply
+    sim.run_until(3 * MS);
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(a), "the acquire did run");
+    sim.net.drop_reply = 0.0; // the compensating release gets through
+    assert!(sim.run_to_quiet(60_000 * MS));
+    assert_eq!(sim.leases[a].lock.state(), State::Done);
+    assert_eq!(sim.holder(0), None, "compensating release ran");
+    assert!(scripts_sent(&sim, a).contains(&Script::Release));
+}
+
+#[test]
+fn cancelled_waiter_stops_listening_and_sends_nothing_more() {
+    let mut sim = Sim::new(13, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let d = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(10_000, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(10 * MS, b, AppAction::Acquire);
+    sim.at(100 * MS, b, AppAction::Cancel);
+    sim.run_until(200 * MS);
+    assert_eq!(sim.leases[b].lock.state(), State::Done);
+    assert!(!sim.leases[b].subscribed);
+    let sent = sim.leases[b].sent.len();
+    sim.at(300 * MS, a, AppAction::Release);
+    sim.run_until(20_000 * MS);
+    assert_eq!(sim.leases[b].sent.len(), sent);
+    assert!(sim.leases[b].acquired.is_none());
+}
