@@ -1,0 +1,342 @@
+//! `fencelock.Client` (blocking, thread-safe) and `fencelock.AsyncClient`
+//! (asyncio). Both connect lazily, on first use, and again in a forked child.
+
+use std::sync::{Arc, Mutex};
+
+use fencelock::{ClientOptions, LockOptions};
+use pyo3::prelude::*;
+use tokio::sync::OnceCell;
+
+use crate::convert::{self, Name};
+use crate::errors::{self, Reply};
+use crate::lease::{self, Delivery, Lease, LeaseCore};
+use crate::logging;
+use crate::runtime;
+
+type Cell = Arc<OnceCell<fencelock::Client>>;
+
+/// The driver client of this process, made on first use.
+#[derive(Debug)]
+struct Connector {
+    urls: Vec<String>,
+    options: ClientOptions,
+    /// Locked only while attached to Python (see runtime.rs on fork safety).
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    pid: u32,
+    cell: Cell,
+    closed: bool,
+}
+
+impl Connector {
+    fn new(
+        url: &Bound<'_, PyAny>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        response_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let urls = convert::urls(url)?;
+        let mut options = ClientOptions::default();
+        if let Some(prefix) = convert::prefix(prefix)? {
+            fencelock_core::KeySpace::new(&prefix).map_err(errors::invalid)?;
+            options.prefix = prefix;
+        }
+        if let Some(value) = connect_timeout.filter(|v| !v.is_none()) {
+            options.connect_timeout = convert::timeout("connect_timeout", value)?;
+        }
+        if let Some(value) = response_timeout.filter(|v| !v.is_none()) {
+            options.response_timeout = convert::timeout("response_timeout", value)?;
+        }
+        Ok(Connector {
+            urls,
+            options,
+            state: Mutex::new(State {
+                pid: std::process::id(),
+                cell: Cell::default(),
+                closed: false,
+            }),
+        })
+    }
+
+    /// The connection cell for this process. In a forked child the parent's
+    /// client (its connections belong to the parent's runtime) is abandoned
+    /// and a new one is made on first use.
+    fn cell(&self, py: Python<'_>) -> PyResult<Cell> {
+        logging::refresh(py);
+        let pid = std::process::id();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.pid != pid {
+            let parents = std::mem::take(&mut state.cell);
+            std::mem::forget(parents);
+            state.pid = pid;
+        }
+        if state.closed {
+            return Err(errors::redis_error(py, "the client is closed"));
+        }
+        Ok(state.cell.clone())
+    }
+
+    fn close(&self, py: Python<'_>) -> Cell {
+        logging::refresh(py);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.closed = true;
+        if state.pid != std::process::id() {
+            std::mem::forget(std::mem::take(&mut state.cell));
+            state.pid = std::process::id();
+        }
+        state.cell.clone()
+    }
+
+    /// A future that yields the connected driver client.
+    fn client(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<
+        impl std::future::Future<Output = Result<fencelock::Client, fencelock::Error>> + Send + 'static,
+    > {
+        let cell = self.cell(py)?;
+        let urls = self.urls.clone();
+        let options = self.options.clone();
+        Ok(async move {
+            cell.get_or_try_init(|| fencelock::Client::connect_with(urls, options))
+                .await
+                .cloned()
+        })
+    }
+
+    fn repr(&self, class: &str) -> String {
+        // No URLs: they may carry a password.
+        format!(
+            "<fencelock.{class} nodes={} prefix={:?}>",
+            self.urls.len(),
+            self.options.prefix
+        )
+    }
+}
+
+/// Converted `acquire` arguments.
+struct Request {
+    name: Name,
+    options: LockOptions,
+    on_lost: Option<Py<PyAny>>,
+}
+
+fn request(
+    name: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    wait: Option<&Bound<'_, PyAny>>,
+    auto_renew: bool,
+    on_lost: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Request> {
+    let name = convert::name(name)?;
+    let ttl = convert::ttl(ttl)?;
+    let wait = convert::wait(wait)?;
+    let on_lost = match on_lost {
+        Some(callback) if !callback.is_none() => {
+            if !callback.is_callable() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "on_lost must be callable",
+                ));
+            }
+            Some(callback.clone().unbind())
+        }
+        _ => None,
+    };
+    Ok(Request {
+        name,
+        options: LockOptions::new(ttl)
+            .wait_policy(wait)
+            .auto_renew(auto_renew),
+        on_lost,
+    })
+}
+
+/// A blocking client: one Redis URL, or a list of independent Redis URLs
+/// (Redlock). Thread-safe; blocking calls release the GIL.
+#[pyclass(module = "fencelock._native", name = "Client", frozen, subclass)]
+#[derive(Debug)]
+pub struct Client {
+    connector: Connector,
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None))]
+    fn new(
+        url: &Bound<'_, PyAny>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        response_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(Client {
+            connector: Connector::new(url, prefix, connect_timeout, response_timeout)?,
+        })
+    }
+
+    /// Acquire `name`, waiting as `wait` allows (`None`: until acquired).
+    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        auto_renew: bool,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, Lease>> {
+        let request = request(name, ttl, wait, auto_renew, on_lost)?;
+        let client = self.connector.client(py)?;
+        let key = request.name.as_bytes().to_vec();
+        let options = request.options;
+        let result = runtime::block_on(
+            py,
+            async move { client.await?.acquire(key, &options).await },
+        )?;
+        let inner = result.map_err(|e| errors::to_py(py, e))?;
+        lease::new_lease(
+            py,
+            LeaseCore::new(inner, request.name),
+            request.on_lost.as_ref(),
+        )
+    }
+
+    /// One attempt: the lease, or `None` if someone else holds the lock.
+    #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
+    fn try_acquire<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        auto_renew: bool,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, Lease>>> {
+        let request = request(name, ttl, None, auto_renew, on_lost)?;
+        let client = self.connector.client(py)?;
+        let key = request.name.as_bytes().to_vec();
+        let options = request.options;
+        let result =
+            runtime::block_on(
+                py,
+                async move { client.await?.try_acquire(key, &options).await },
+            )?;
+        match result.map_err(|e| errors::to_py(py, e))? {
+            None => Ok(None),
+            Some(inner) => lease::new_lease(
+                py,
+                LeaseCore::new(inner, request.name),
+                request.on_lost.as_ref(),
+            )
+            .map(Some),
+        }
+    }
+
+    /// Close the connections. Leases still held expire by their TTL.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let cell = self.connector.close(py);
+        if let Some(client) = cell.get().cloned() {
+            let _ = runtime::block_on(py, async move {
+                client.close().await;
+                Ok::<(), fencelock::Error>(())
+            })?;
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        self.connector.repr("Client")
+    }
+}
+
+/// The asyncio client: the same operations as awaitables. Cancelling an
+/// awaiting task leaves no lock behind.
+#[pyclass(module = "fencelock._native", name = "AsyncClient", frozen, subclass)]
+#[derive(Debug)]
+pub struct AsyncClient {
+    connector: Connector,
+}
+
+#[pymethods]
+impl AsyncClient {
+    #[new]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None))]
+    fn new(
+        url: &Bound<'_, PyAny>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        response_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(AsyncClient {
+            connector: Connector::new(url, prefix, connect_timeout, response_timeout)?,
+        })
+    }
+
+    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
+    fn acquire<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        auto_renew: bool,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = request(name, ttl, wait, auto_renew, on_lost)?;
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
+        let client = self.connector.client(py)?;
+        runtime::future_into_py(py, async move {
+            let Request {
+                name,
+                options,
+                on_lost,
+            } = request;
+            let result = async { client.await?.acquire(name.as_bytes(), &options).await }.await;
+            Ok(Reply::new(result.map(|inner| {
+                Delivery::new(inner, name, event_loop, on_lost)
+            })))
+        })
+    }
+
+    #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
+    fn try_acquire<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        auto_renew: bool,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = request(name, ttl, None, auto_renew, on_lost)?;
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
+        let client = self.connector.client(py)?;
+        runtime::future_into_py(py, async move {
+            let Request {
+                name,
+                options,
+                on_lost,
+            } = request;
+            let result = async { client.await?.try_acquire(name.as_bytes(), &options).await }.await;
+            Ok(Reply::new(result.map(|maybe| {
+                maybe.map(|inner| Delivery::new(inner, name, event_loop, on_lost))
+            })))
+        })
+    }
+
+    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let cell = self.connector.close(py);
+        runtime::future_into_py(py, async move {
+            if let Some(client) = cell.get().cloned() {
+                client.close().await;
+            }
+            Ok(())
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        self.connector.repr("AsyncClient")
+    }
+}

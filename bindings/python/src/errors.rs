@@ -1,0 +1,83 @@
+//! `fencelock::Error` -> Python exceptions (DESIGN.md §3).
+//!
+//! The classes live in `fencelock/exceptions.py` (so `NotAcquired` can also be
+//! a `TimeoutError`); they are looked up once and cached.
+
+use fencelock::Error;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+use pyo3::BoundObject;
+
+static NOT_ACQUIRED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static LOCK_LOST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static REDIS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+const MODULE: &str = "fencelock.exceptions";
+
+fn raise(
+    py: Python<'_>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    class: &str,
+    message: String,
+) -> PyErr {
+    match cell.import(py, MODULE, class) {
+        Ok(ty) => PyErr::from_type(ty.clone(), message),
+        Err(import_failed) => import_failed,
+    }
+}
+
+/// Map a driver/core error. The messages come from the core: they name the
+/// lock and the cause, never a token or a password.
+pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
+    let message = error.to_string();
+    match error {
+        Error::InvalidArgument(_) => PyValueError::new_err(message),
+        Error::NotAcquired { .. } => raise(py, &NOT_ACQUIRED, "NotAcquired", message),
+        Error::LockLost { .. } => raise(py, &LOCK_LOST, "LockLost", message),
+        Error::Redis { .. } => raise(py, &REDIS_ERROR, "RedisError", message),
+    }
+}
+
+/// For argument checks that run while attached.
+pub fn invalid(error: Error) -> PyErr {
+    Python::attach(|py| to_py(py, error))
+}
+
+/// A driver result on its way to an asyncio future. The error is turned into
+/// a Python exception only when the result is delivered (with the GIL held
+/// already), so tokio threads never wait for the GIL to build one.
+#[derive(Debug)]
+pub struct Reply<T>(Result<T, Error>);
+
+impl<T> Reply<T> {
+    pub fn new(result: Result<T, Error>) -> Self {
+        Reply(result)
+    }
+}
+
+impl<'py, T> IntoPyObject<'py> for Reply<T>
+where
+    T: IntoPyObject<'py>,
+{
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        match self.0 {
+            Ok(value) => value
+                .into_pyobject(py)
+                .map(BoundObject::into_any)
+                .map(BoundObject::into_bound)
+                .map_err(Into::into),
+            Err(error) => Err(to_py(py, error)),
+        }
+    }
+}
+
+/// `fencelock.RedisError` with a message of the binding's own.
+pub fn redis_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    raise(py, &REDIS_ERROR, "RedisError", message.into())
+}

@@ -1,0 +1,27 @@
+//! `fencelock._native`: the PyO3 layer of the `fencelock` Python package.
+//!
+//! It converts arguments, releases the GIL and maps errors; every lock
+//! semantic comes from the `fencelock` crate (the driver) and its core. The
+//! public Python API (context managers, re-exports) is in python/fencelock/.
+
+mod client;
+mod convert;
+mod errors;
+mod lease;
+mod logging;
+mod runtime;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<client::Client>()?;
+    m.add_class::<client::AsyncClient>()?;
+    m.add_class::<lease::Lease>()?;
+    m.add_class::<lease::AsyncLease>()?;
+    m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(logging::_stop_logging, m)?)?;
+    logging::install(m.py());
+    Ok(())
+}

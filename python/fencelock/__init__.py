@@ -1,0 +1,226 @@
+"""fencelock: Redis distributed locks with fencing tokens, Redlock and
+auto-renewal, for threads and asyncio.
+
+The locking itself is one Rust implementation (the ``fencelock`` crate and its
+sans-IO core), shared with the Node.js and Rust front ends. This package adds
+only the Pythonic surface: context managers, exceptions and type hints.
+
+    client = fencelock.Client("redis://127.0.0.1:6379/0")
+    with client.lock("invoice:42", ttl=10.0, wait=5.0) as lease:
+        ...  # lease.fence orders writes to shared storage
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from types import TracebackType
+from typing import Callable, Optional, Type, Union
+
+from . import _native
+from ._native import AsyncLease, Lease
+from .exceptions import LockError, LockLost, NotAcquired, RedisError
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "AsyncClient",
+    "AsyncLease",
+    "AsyncLock",
+    "Client",
+    "Lease",
+    "Lock",
+    "LockError",
+    "LockLost",
+    "NotAcquired",
+    "RedisError",
+    "__version__",
+]
+
+_log = logging.getLogger("fencelock")
+
+# A forked child (gunicorn, celery prefork) gets a fresh runtime and fresh
+# connections; clients reconnect lazily on first use.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_native._after_fork_in_child)
+# Never call into logging from runtime threads once the interpreter is going.
+atexit.register(_native._stop_logging)
+
+Name = Union[str, bytes]
+
+
+class Client(_native.Client):
+    """A blocking client, safe to share between threads.
+
+    ``Client(url)`` talks to one Redis; ``Client([url1, url2, ...])`` to
+    independent Redis nodes with Redlock (a majority must agree). It connects
+    on first use. Blocking calls release the GIL; Ctrl-C interrupts a waiting
+    ``acquire`` promptly and leaves no lock behind.
+    """
+
+    def lock(
+        self,
+        name: Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+    ) -> Lock:
+        """A context manager: acquires on enter, releases on exit.
+
+        On exit, ``LockLost`` is raised only if the body did not raise.
+        """
+        return Lock(self, name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+
+class AsyncClient(_native.AsyncClient):
+    """The asyncio client. Cancelling a task that awaits ``acquire`` leaves no
+    lock behind."""
+
+    def lock(
+        self,
+        name: Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+    ) -> AsyncLock:
+        """An async context manager: acquires on enter, releases on exit.
+
+        On exit, ``LockLost`` is raised only if the body did not raise.
+        """
+        return AsyncLock(self, name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.close()
+
+
+def _release_failed(lease: object, error: LockError, body_raised: bool) -> None:
+    """A release error on exit is raised only if the body did not raise;
+    otherwise the body's exception wins and the release error is logged."""
+    if not body_raised:
+        raise error
+    _log.warning("releasing %r on exit failed: %s", lease, error)
+
+
+class Lock:
+    """``with client.lock(name, ttl=...) as lease:`` (see :meth:`Client.lock`)."""
+
+    __slots__ = ("_client", "_name", "_ttl", "_wait", "_auto_renew", "_on_lost", "_lease")
+
+    def __init__(
+        self,
+        client: _native.Client,
+        name: Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+    ) -> None:
+        self._client = client
+        self._name = name
+        self._ttl = ttl
+        self._wait = wait
+        self._auto_renew = auto_renew
+        self._on_lost = on_lost
+        self._lease: Optional[Lease] = None
+
+    def __enter__(self) -> Lease:
+        if self._lease is not None:
+            raise RuntimeError("this lock context is already entered")
+        self._lease = self._client.acquire(
+            self._name,
+            self._ttl,
+            wait=self._wait,
+            auto_renew=self._auto_renew,
+            on_lost=self._on_lost,
+        )
+        return self._lease
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            lease.release()
+        except LockError as error:
+            _release_failed(lease, error, exc_type is not None)
+
+
+class AsyncLock:
+    """``async with aclient.lock(name, ttl=...) as lease:`` (see
+    :meth:`AsyncClient.lock`)."""
+
+    __slots__ = ("_client", "_name", "_ttl", "_wait", "_auto_renew", "_on_lost", "_lease")
+
+    def __init__(
+        self,
+        client: _native.AsyncClient,
+        name: Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+    ) -> None:
+        self._client = client
+        self._name = name
+        self._ttl = ttl
+        self._wait = wait
+        self._auto_renew = auto_renew
+        self._on_lost = on_lost
+        self._lease: Optional[AsyncLease] = None
+
+    async def __aenter__(self) -> AsyncLease:
+        if self._lease is not None:
+            raise RuntimeError("this lock context is already entered")
+        self._lease = await self._client.acquire(
+            self._name,
+            self._ttl,
+            wait=self._wait,
+            auto_renew=self._auto_renew,
+            on_lost=self._on_lost,
+        )
+        return self._lease
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            await lease.release()
+        except LockError as error:
+            _release_failed(lease, error, exc_type is not None)

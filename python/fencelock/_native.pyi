@@ -1,0 +1,123 @@
+"""Type stubs of the compiled module ``fencelock._native`` (the PyO3 layer).
+
+Use the re-exports in ``fencelock``; ``Client``/``AsyncClient`` there add
+``lock()`` and the context-manager protocol.
+"""
+
+import asyncio
+from typing import Callable, List, Optional, Tuple, Union
+
+__version__: str
+
+_Name = Union[str, bytes, bytearray]
+_Urls = Union[str, List[str], Tuple[str, ...]]
+
+class Lease:
+    """A held lock (blocking API)."""
+
+    @property
+    def name(self) -> Union[str, bytes]:
+        """The lock name, as given (``str`` or ``bytes``)."""
+    @property
+    def token(self) -> str:
+        """The token stored in Redis (a UUID v4). Never shown by ``repr``."""
+    @property
+    def fence(self) -> int:
+        """The fencing token: strictly increasing per lock name."""
+    @property
+    def ttl(self) -> float:
+        """The lease's TTL in seconds."""
+    @property
+    def valid_for(self) -> float:
+        """Seconds left before the lease must be assumed lost."""
+    @property
+    def lost(self) -> bool:
+        """True once the lease is known to be lost."""
+    def extend(self, ttl: Optional[float] = None) -> None:
+        """Extend to ``ttl`` seconds from now (default: the lease's ttl).
+        Raises ``LockLost`` if the lock is no longer held."""
+    def release(self) -> None:
+        """Release. ``LockLost`` if the lease was lost; a second call is a
+        no-op."""
+    def on_lost(self, callback: Callable[["Lease"], object]) -> None:
+        """Call ``callback(lease)`` (from a background thread) once the lease
+        is lost. Not called after a successful release."""
+
+class AsyncLease:
+    """A held lock (asyncio API)."""
+
+    @property
+    def name(self) -> Union[str, bytes]: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def ttl(self) -> float: ...
+    @property
+    def valid_for(self) -> float: ...
+    @property
+    def lost(self) -> bool: ...
+    def extend(self, ttl: Optional[float] = None) -> asyncio.Future[None]: ...
+    def release(self) -> asyncio.Future[None]: ...
+    def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
+        """Call ``callback(lease)`` in the event loop once the lease is lost."""
+
+class Client:
+    def __init__(
+        self,
+        url: _Urls,
+        *,
+        prefix: Optional[str] = None,
+        connect_timeout: Optional[float] = None,
+        response_timeout: Optional[float] = None,
+    ) -> None: ...
+    def acquire(
+        self,
+        name: _Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+    ) -> Lease: ...
+    def try_acquire(
+        self,
+        name: _Name,
+        ttl: float,
+        *,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+    ) -> Optional[Lease]: ...
+    def close(self) -> None: ...
+
+class AsyncClient:
+    def __init__(
+        self,
+        url: _Urls,
+        *,
+        prefix: Optional[str] = None,
+        connect_timeout: Optional[float] = None,
+        response_timeout: Optional[float] = None,
+    ) -> None: ...
+    def acquire(
+        self,
+        name: _Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+    ) -> asyncio.Future[AsyncLease]: ...
+    def try_acquire(
+        self,
+        name: _Name,
+        ttl: float,
+        *,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+    ) -> asyncio.Future[Optional[AsyncLease]]: ...
+    def close(self) -> asyncio.Future[None]: ...
+
+def _after_fork_in_child() -> None: ...
+def _stop_logging() -> None: ...
