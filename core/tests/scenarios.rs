@@ -300,3 +300,91 @@ fn cancelled_waiter_stops_listening_and_sends_nothing_more() {
     assert_eq!(sim.leases[b].sent.len(), sent);
     assert!(sim.leases[b].acquired.is_none());
 }
+
+// ---------------------------------------------------------------------------
+// The simulator's own parts, so a failure above is the core's, not the fake's.
+
+mod fake_redis {
+    use super::sim::{Clock, Node, Rng, MS};
+    use fencelock_core::{Command, CommandId, Instant, KeySpace, LockName, Reply, Script};
+
+    fn cmd(script: Script, args: &[&str]) -> Command {
+        let keys = KeySpace::default().keys(&LockName::new("x").unwrap());
+        let keys = match script {
+            Script::Acquire => vec![keys.lock, keys.fence],
+            Script::Release => vec![keys.lock, keys.channel],
+            Script::Extend => vec![keys.lock],
+            Script::RaiseFence => vec![keys.fence],
+        };
+        Command {
+            id: CommandId(0),
+            node: 0,
+            script,
+            keys,
+            args: args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        }
+    }
+    fn arr(a: i64, b: i64) -> Reply {
+        Reply::Array(vec![Reply::Int(a), Reply::Int(b)])
+    }
+
+    #[test]
+    fn acquire_is_set_nx_px_plus_incr() {
+        let mut n = Node::default();
+        assert_eq!(n.exec(0, &cmd(Script::Acquire, &["a", "100"])).0, arr(1, 1));
+        assert_eq!(n.exec(30 * MS, &cmd(Script::Acquire, &["b", "100"])).0, arr(0, 70));
+        assert_eq!(n.exec(30 * MS, &cmd(Script::Acquire, &["a", "100"])).0, arr(0, 70));
+        // expiry frees the key; the counter survives
+        assert_eq!(n.exec(100 * MS, &cmd(Script::Acquire, &["b", "100"])).0, arr(1, 2));
+        assert_eq!(n.exec(0, &cmd(Script::Acquire, &["b", "0"])).0.clone(), {
+            Reply::Error("ERR invalid expire time in 'set' command".into())
+        });
+    }
+
+    #[test]
+    fn release_and_extend_compare_the_token() {
+        let mut n = Node::default();
+        n.exec(0, &cmd(Script::Acquire, &["a", "100"]));
+        assert_eq!(n.exec(MS, &cmd(Script::Release, &["b"])).0, Reply::Int(0));
+        assert_eq!(n.exec(MS, &cmd(Script::Extend, &["b", "500"])).0, Reply::Int(0));
+        assert_eq!(n.exec(90 * MS, &cmd(Script::Extend, &["a", "500"])).0, Reply::Int(1));
+        assert_eq!(n.exec(500 * MS, &cmd(Script::Acquire, &["b", "100"])).0, arr(0, 90));
+        let (r, published) = n.exec(500 * MS, &cmd(Script::Release, &["a"]));
+        assert_eq!(r, Reply::Int(1));
+        assert!(published.is_some());
+        assert_eq!(n.exec(500 * MS, &cmd(Script::Release, &["a"])).0, Reply::Int(0));
+        assert_eq!(n.exec(501 * MS, &cmd(Script::Extend, &["a", "500"])).0, Reply::Int(0));
+    }
+
+    #[test]
+    fn raise_fence_is_set_if_greater() {
+        let mut n = Node::default();
+        assert_eq!(n.exec(0, &cmd(Script::RaiseFence, &["7"])).0, Reply::Int(7));
+        assert_eq!(n.exec(0, &cmd(Script::RaiseFence, &["3"])).0, Reply::Int(7));
+        assert_eq!(n.exec(0, &cmd(Script::Acquire, &["a", "10"])).0, arr(1, 8));
+    }
+
+    #[test]
+    fn clocks_convert_both_ways_and_round_safely() {
+        for rate in [995_000, 1_000_000, 1_005_000] {
+            let c = Clock { offset: 777, rate_ppm: rate };
+            for g in [0, 1, 999, 123_456_789] {
+                let l = c.local(g);
+                assert!(c.global(l) <= g, "first instant showing l is not after g");
+                assert!(c.local(c.global(l)) >= l);
+            }
+            let l = Instant::from_epoch(std::time::Duration::from_micros(10_000_777));
+            let g = c.global(l);
+            assert!(c.local(g) >= l && (g == 0 || c.local(g - 1) < l));
+        }
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_spread() {
+        let (mut a, mut b) = (Rng::new(42), Rng::new(42));
+        let xs: Vec<u64> = (0..100).map(|_| a.range(0, 9)).collect();
+        let ys: Vec<u64> = (0..100).map(|_| b.range(0, 9)).collect();
+        assert_eq!(xs, ys);
+        assert!((0..10).all(|d| xs.contains(&d)));
+    }
+}
