@@ -2,19 +2,37 @@
 //! auto-renewal — the Rust API, and the one IO driver behind fencelock's
 //! Python and Node packages.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), fencelock::Error> {
-//! use std::time::Duration;
-//! use fencelock::{Client, LockOptions};
+//! The README's quick start (kept identical; compiled as a doctest):
 //!
-//! let client = Client::connect("redis://127.0.0.1:6379/0").await?;
-//! let lease = client
-//!     .acquire("invoice:42", &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)))
-//!     .await?;
-//! println!("fence {}", lease.fence());
-//! lease.release().await?;
-//! client.close().await;
-//! # Ok(()) }
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Error> {
+//!     // One URL = one Redis; a Vec of URLs = Redlock over independent nodes.
+//!     let client = Client::connect("redis://127.0.0.1:6379/0").await?;
+//!
+//!     let options = LockOptions::new(Duration::from_secs(10)) // TTL
+//!         .wait(Duration::from_secs(5)) // default: wait forever; ZERO = try once
+//!         .auto_renew(true); // extend every ttl/3 until released or lost
+//!     let lease = client.acquire("invoice:42", &options).await?; // Err(NotAcquired) after 5 s
+//!
+//!     // Hand the fencing token to the resource you protect; it rejects stale ones.
+//!     println!("fence {} valid for {:?}", lease.fence(), lease.valid_for());
+//!     tokio::select! {
+//!         _ = lease.lost_signal() => eprintln!("lease lost: stop working"),
+//!         _ = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+//!     }
+//!     lease.extend(Some(Duration::from_secs(30))).await?; // Err(LockLost) if gone
+//!     lease.release().await?; // Err(LockLost) if it was lost; twice is a no-op
+//!
+//!     if let Some(lease) = client.try_acquire("invoice:42", &LockOptions::new(Duration::from_secs(10))).await? {
+//!         lease.release().await?;
+//!     }
+//!     client.close().await;
+//!     Ok(())
+//! }
 //! ```
 //!
 //! # How it works

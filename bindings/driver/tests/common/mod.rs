@@ -1,0 +1,224 @@
+//! Test fixture: real redis-servers.
+//!
+//! `redis_url()` / `redlock_urls()` use FENCELOCK_TEST_REDIS_URL /
+//! FENCELOCK_TEST_REDLOCK_URLS when the harness exported them and otherwise
+//! start private servers. `Server::start*` always starts a private server
+//! (for tests that stop, kill, restart or password-protect one, or that
+//! need an otherwise idle server to count commands). Every private server is
+//! a child process killed when its `Server` is dropped.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    args: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Self::start_with(&[])
+    }
+
+    /// Extra redis-server arguments, e.g. `["--requirepass", "pw"]`.
+    pub fn start_with(args: &[&str]) -> Server {
+        let mut server = Server {
+            child: None,
+            port: free_port(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child =
+            Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
+                .args(["--port", &self.port.to_string()])
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+                .args(&self.args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server must be installed (apt-get install redis-server)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not start",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Kill the server (SIGKILL: no goodbye to clients).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not stop",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Start again on the same port (empty: nothing is persisted).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The single Redis for ordinary tests, and the private server (if any) to
+/// keep alive while it is used.
+pub fn redis_url() -> (String, Option<Server>) {
+    match std::env::var("FENCELOCK_TEST_REDIS_URL") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let server = Server::start();
+            (server.url(), Some(server))
+        }
+    }
+}
+
+/// Five independent nodes for Redlock tests.
+pub fn redlock_urls() -> (Vec<String>, Vec<Server>) {
+    match std::env::var("FENCELOCK_TEST_REDLOCK_URLS") {
+        Ok(urls) if !urls.is_empty() => (
+            urls.split(',').map(|u| u.trim().to_owned()).collect(),
+            Vec::new(),
+        ),
+        _ => {
+            let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+            (servers.iter().map(Server::url).collect(), servers)
+        }
+    }
+}
+
+/// A lock name no other test (or run) uses.
+pub fn unique(what: &str) -> String {
+    format!("test:{what}:{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A plain synchronous connection for checking what is in Redis.
+pub fn conn(url: &str) -> redis::Connection {
+    redis::Client::open(url)
+        .expect("valid url")
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("connect to the test redis")
+}
+
+/// The keys of `name` under the default prefix.
+pub fn keys(name: impl AsRef<[u8]>) -> fencelock_core::LockKeys {
+    fencelock_core::KeySpace::default().keys(&fencelock_core::LockName::new(name).unwrap())
+}
+
+pub fn get(url: &str, key: &[u8]) -> Option<Vec<u8>> {
+    redis::cmd("GET").arg(key).query(&mut conn(url)).unwrap()
+}
+
+pub fn exists(url: &str, key: &[u8]) -> bool {
+    let n: i64 = redis::cmd("EXISTS").arg(key).query(&mut conn(url)).unwrap();
+    n == 1
+}
+
+pub fn pttl(url: &str, key: &[u8]) -> i64 {
+    redis::cmd("PTTL").arg(key).query(&mut conn(url)).unwrap()
+}
+
+/// Subscribers of `channel` (to know a waiter is really waiting).
+pub fn numsub(url: &str, channel: &[u8]) -> i64 {
+    let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(&mut conn(url))
+        .unwrap();
+    match reply.get(1) {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("unexpected NUMSUB reply {other:?}"),
+    }
+}
+
+/// Poll `condition` until it holds (a state check, not a sleep-to-fix):
+/// panics with `what` after `within`.
+pub async fn eventually(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    loop {
+        if condition() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Calls per command since the last `CONFIG RESETSTAT`, from
+/// `INFO commandstats`, e.g. `[("evalsha", 1)]`.
+pub fn commandstats(url: &str) -> Vec<(String, u64)> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn(url))
+        .unwrap();
+    let mut stats = Vec::new();
+    for line in info.lines() {
+        let Some(rest) = line.strip_prefix("cmdstat_") else {
+            continue;
+        };
+        let Some((name, fields)) = rest.split_once(':') else {
+            continue;
+        };
+        let calls = fields
+            .split(',')
+            .find_map(|f| f.strip_prefix("calls="))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        stats.push((name.to_owned(), calls));
+    }
+    stats.sort();
+    stats
+}
+
+pub fn reset_stats(url: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn(url))
+        .unwrap();
+}
+
+pub fn dbsize(url: &str) -> i64 {
+    redis::cmd("DBSIZE").query(&mut conn(url)).unwrap()
+}

@@ -1,0 +1,235 @@
+//! Connecting: URLs, credentials, databases, unreachable servers, reconnects.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use fencelock::{Client, ClientOptions, Error, LockOptions};
+
+fn fast() -> ClientOptions {
+    ClientOptions {
+        connect_timeout: Duration::from_millis(500),
+        response_timeout: Duration::from_millis(500),
+        ..ClientOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn malformed_urls_are_invalid_arguments_with_the_password_redacted() {
+    for url in [
+        "",
+        "localhost:6379",
+        "http://user:hunter2-secret@127.0.0.1:6379",
+        "redis://user:hunter2-secret@127.0.0.1:notaport",
+        "redis://user:hunter2-secret@127.0.0.1:6379/notadb",
+        "redis://:hunter2-secret@127.0.0.1:6379/?protocol=resp9",
+    ] {
+        match Client::connect(url).await {
+            Err(Error::InvalidArgument(message)) => {
+                assert!(!message.contains("hunter2-secret"), "{message}")
+            }
+            other => panic!("{url}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        Client::connect(Vec::<String>::new()).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let bad_prefix = ClientOptions {
+        prefix: "a{b".into(),
+        ..ClientOptions::default()
+    };
+    assert!(matches!(
+        Client::connect_with("redis://127.0.0.1:1", bad_prefix).await,
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_fails_fast() {
+    let mut server = Server::start();
+    let url = server.url();
+    server.stop();
+    let t = Instant::now();
+    let result = Client::connect_with(url.as_str(), fast()).await;
+    eprintln!("{result:?}");
+    assert!(matches!(result, Err(Error::Redis { .. })), "{result:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_within_the_connect_timeout() {
+    // Accepts TCP connections but never says a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "redis://127.0.0.1:{}/0",
+        listener.local_addr().unwrap().port()
+    );
+    let t = Instant::now();
+    let result = Client::connect_with(url.as_str(), fast()).await;
+    eprintln!("{result:?}");
+    assert!(matches!(result, Err(Error::Redis { .. })), "{result:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    drop(listener);
+}
+
+#[tokio::test]
+async fn wrong_password_is_a_redis_error_without_the_password() {
+    let server = Server::start_with(&["--requirepass", "right-pass-71"]);
+    let wrong = format!("redis://:wrong-pass-93@127.0.0.1:{}/0", server.port);
+    match Client::connect_with(wrong.as_str(), fast()).await {
+        Err(e @ Error::Redis { .. }) => {
+            let shown = format!("{e} {e:?}");
+            eprintln!("wrong password: {shown}");
+            assert!(!shown.contains("wrong-pass-93"), "{shown}");
+            assert!(
+                shown.contains("***") || !shown.contains("pass-93"),
+                "{shown}"
+            );
+        }
+        other => panic!("expected a Redis error, got {other:?}"),
+    }
+    let none = format!("redis://127.0.0.1:{}/0", server.port);
+    assert!(matches!(
+        Client::connect_with(none.as_str(), fast()).await,
+        Err(Error::Redis { .. })
+    ));
+    let right = format!("redis://:right-pass-71@127.0.0.1:{}/0", server.port);
+    let client = Client::connect_with(right.as_str(), fast()).await.unwrap();
+    assert!(!format!("{client:?}").contains("right-pass-71"));
+    let lease = client
+        .acquire("pw", &LockOptions::new(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn acl_users_and_database_indexes() {
+    let server = Server::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "locker",
+            "on",
+            ">locker-pw-55",
+            "~*",
+            "&*",
+            "+@all",
+        ])
+        .query(&mut conn(&server.url()))
+        .unwrap();
+    let url = format!("redis://locker:locker-pw-55@127.0.0.1:{}/5", server.port);
+    let client = Client::connect(url.as_str()).await.unwrap();
+    assert!(!format!("{client:?}").contains("locker-pw-55"));
+    let lease = client
+        .acquire("in-db-5", &LockOptions::new(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let k = keys("in-db-5");
+    assert!(!exists(&server.url(), &k.lock), "db 0 must be untouched");
+    let db5 = format!("redis://127.0.0.1:{}/5", server.port);
+    assert_eq!(
+        get(&db5, &k.lock).as_deref(),
+        Some(lease.token().as_bytes())
+    );
+    lease.release().await.unwrap();
+    // A user without the needed permissions gets a Redis error, not a hang.
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "reader",
+            "on",
+            ">reader-pw-66",
+            "~*",
+            "+@read",
+            "+hello",
+            "+client",
+            "+select",
+            "+ping",
+        ])
+        .query(&mut conn(&server.url()))
+        .unwrap();
+    let url = format!("redis://reader:reader-pw-66@127.0.0.1:{}/0", server.port);
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let r = client
+        .acquire(
+            "noperm",
+            &LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO),
+        )
+        .await;
+    match r {
+        Err(Error::Redis { message, .. }) => {
+            assert!(!message.contains("reader-pw-66"), "{message}")
+        }
+        other => panic!("expected a Redis error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_client_reconnects_after_a_server_restart() {
+    let mut server = Server::start();
+    let url = server.url();
+    let client = Client::connect_with(url.as_str(), fast()).await.unwrap();
+    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
+    client
+        .acquire("before", &opts)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.stop();
+    let down = client.acquire("down", &opts).await;
+    assert!(matches!(down, Err(Error::Redis { .. })), "{down:?}");
+    server.restart();
+    // The first command after the restart may still see the old, dead
+    // connection; the client reconnects in the background.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match client.acquire("after", &opts).await {
+            Ok(lease) => {
+                lease.release().await.unwrap();
+                break;
+            }
+            Err(Error::Redis { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("no reconnect: {e:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_server_hits_the_response_timeout() {
+    let server = Server::start();
+    let url = server.url();
+    let client = Client::connect_with(url.as_str(), fast()).await.unwrap();
+    // Every client's commands wait for 1 s; the pause is in force once OK.
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "1000", "ALL"])
+        .query(&mut conn(&url))
+        .unwrap();
+    let t = Instant::now();
+    let r = client
+        .acquire(
+            "slow",
+            &LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO),
+        )
+        .await;
+    assert!(matches!(r, Err(Error::Redis { .. })), "{r:?}");
+    assert!(
+        t.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        t.elapsed()
+    );
+    // The EVALSHA runs when the pause ends; the compensating release that
+    // follows the unknown outcome must clean it up.
+    eventually(
+        Duration::from_secs(3),
+        "no lock left after the timeout",
+        || !exists(&url, &keys("slow").lock),
+    )
+    .await;
+}

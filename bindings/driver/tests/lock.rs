@@ -1,0 +1,718 @@
+//! Single-Redis semantics against a real redis-server.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fencelock::{Client, Error, LockOptions};
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+fn ms(m: u64) -> Duration {
+    Duration::from_millis(m)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_with_32_tasks_and_strictly_increasing_fences() {
+    let (url, _server) = redis_url();
+    let name = unique("mutex");
+    // 4 clients x 8 tasks: exercises both the local FIFO and remote waiting.
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(Client::connect(url.as_str()).await.unwrap());
+    }
+    let holders = Arc::new(AtomicUsize::new(0));
+    let fences = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let client = clients[i % 4].clone();
+        let (name, holders, fences) = (name.clone(), holders.clone(), fences.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..4 {
+                let lease = client
+                    .acquire(&name, &LockOptions::new(secs(10)).wait(secs(60)))
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    holders.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
+                fences.lock().unwrap().push(lease.fence());
+                for _ in 0..3 {
+                    tokio::task::yield_now().await;
+                }
+                assert_eq!(holders.fetch_sub(1, Ordering::SeqCst), 1);
+                lease.release().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let fences = fences.lock().unwrap().clone();
+    assert_eq!(fences.len(), 128);
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences not strictly increasing: {fences:?}"
+    );
+    assert!(!exists(&url, &keys(&name).lock));
+}
+
+#[tokio::test]
+async fn expiry_gives_lock_lost_without_disturbing_the_new_holder() {
+    let (url, _server) = redis_url();
+    let name = unique("expiry");
+    let a = Client::connect(url.as_str()).await.unwrap();
+    let b = Client::connect(url.as_str()).await.unwrap();
+    let old = a.acquire(&name, &LockOptions::new(ms(150))).await.unwrap();
+    let new = b
+        .acquire(&name, &LockOptions::new(secs(10)).wait(secs(5)))
+        .await
+        .unwrap();
+    assert!(new.fence() > old.fence());
+    // The old lease knows it is over (its validity ran out).
+    tokio::time::timeout(secs(2), old.lost_signal())
+        .await
+        .expect("lost_signal");
+    assert!(old.lost());
+    assert_eq!(old.valid_for(), Duration::ZERO);
+    assert!(matches!(
+        old.extend(None).await,
+        Err(Error::LockLost { .. })
+    ));
+    assert!(matches!(old.release().await, Err(Error::LockLost { .. })));
+    let k = keys(&name);
+    assert_eq!(get(&url, &k.lock).as_deref(), Some(new.token().as_bytes()));
+    assert!(pttl(&url, &k.lock) > 5_000);
+    new.release().await.unwrap();
+    assert!(!exists(&url, &k.lock));
+}
+
+#[tokio::test]
+async fn extend_resets_the_ttl() {
+    let (url, _server) = redis_url();
+    let name = unique("extend");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(secs(2)))
+        .await
+        .unwrap();
+    let k = keys(&name);
+    assert!(pttl(&url, &k.lock) <= 2_000);
+    lease.extend(Some(secs(30))).await.unwrap();
+    assert!(pttl(&url, &k.lock) > 20_000);
+    assert!(lease.valid_for() > secs(20));
+    lease.extend(None).await.unwrap();
+    let left = pttl(&url, &k.lock);
+    assert!(left > 1_000 && left <= 2_000, "{left}");
+    assert!(lease.valid_for() <= secs(2));
+    assert!(matches!(
+        lease.extend(Some(Duration::ZERO)).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    lease.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn second_release_is_a_no_op() {
+    let (url, _server) = redis_url();
+    let name = unique("release2");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(secs(10)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+    lease.release().await.unwrap();
+    assert!(!exists(&url, &keys(&name).lock));
+    assert_eq!(lease.valid_for(), Duration::ZERO);
+    assert!(!lease.lost());
+    // Someone else may take it now; our stale lease must not disturb them.
+    let other = client
+        .acquire(&name, &LockOptions::new(secs(10)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+    assert_eq!(
+        get(&url, &keys(&name).lock).as_deref(),
+        Some(other.token().as_bytes())
+    );
+    other.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn try_acquire_returns_none_while_held() {
+    let (url, _server) = redis_url();
+    let name = unique("try");
+    let a = Client::connect(url.as_str()).await.unwrap();
+    let b = Client::connect(url.as_str()).await.unwrap();
+    let opts = LockOptions::new(secs(10));
+    let lease = a
+        .try_acquire(&name, &opts)
+        .await
+        .unwrap()
+        .expect("free lock");
+    assert!(b.try_acquire(&name, &opts).await.unwrap().is_none());
+    assert!(a.try_acquire(&name, &opts).await.unwrap().is_none());
+    lease.release().await.unwrap();
+    let again = b
+        .try_acquire(&name, &opts)
+        .await
+        .unwrap()
+        .expect("released");
+    again.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn wait_zero_bounded_and_unbounded() {
+    let (url, _server) = redis_url();
+    let name = unique("wait");
+    let a = Client::connect(url.as_str()).await.unwrap();
+    let b = Client::connect(url.as_str()).await.unwrap();
+    let held = a.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
+
+    let t = Instant::now();
+    let zero = b
+        .acquire(&name, &LockOptions::new(secs(10)).wait(Duration::ZERO))
+        .await;
+    assert!(matches!(zero, Err(Error::NotAcquired { .. })), "{zero:?}");
+    assert!(t.elapsed() < ms(500));
+
+    let t = Instant::now();
+    let bounded = b
+        .acquire(&name, &LockOptions::new(secs(10)).wait(ms(300)))
+        .await;
+    assert!(
+        matches!(bounded, Err(Error::NotAcquired { .. })),
+        "{bounded:?}"
+    );
+    assert!(
+        t.elapsed() >= ms(300) && t.elapsed() < secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // Same client: a local waiter whose wait runs out never reaches Redis.
+    let t = Instant::now();
+    let local = a
+        .acquire(&name, &LockOptions::new(secs(10)).wait(ms(100)))
+        .await;
+    assert!(matches!(local, Err(Error::NotAcquired { .. })), "{local:?}");
+    assert!(t.elapsed() >= ms(100) && t.elapsed() < secs(2));
+
+    let forever = tokio::spawn({
+        let (b, name) = (b.clone(), name.clone());
+        async move { b.acquire(&name, &LockOptions::new(secs(10))).await }
+    });
+    let channel = keys(&name).channel;
+    eventually(secs(5), "the waiter subscribed", || {
+        numsub(&url, &channel) >= 1
+    })
+    .await;
+    held.release().await.unwrap();
+    let lease = tokio::time::timeout(secs(5), forever)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        get(&url, &keys(&name).lock).as_deref(),
+        Some(lease.token().as_bytes())
+    );
+    lease.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_release_hands_over_to_a_waiter_within_milliseconds() {
+    let (url, _server) = redis_url();
+    let name = unique("handoff");
+    let a = Client::connect(url.as_str()).await.unwrap();
+    let b = Client::connect(url.as_str()).await.unwrap();
+    let channel = keys(&name).channel;
+    for round in 0..5 {
+        let held = a.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
+        let waiter = tokio::spawn({
+            let (b, name) = (b.clone(), name.clone());
+            async move {
+                let lease = b.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
+                (Instant::now(), lease)
+            }
+        });
+        eventually(secs(5), "the waiter subscribed", || {
+            numsub(&url, &channel) >= 1
+        })
+        .await;
+        let released = Instant::now();
+        held.release().await.unwrap();
+        let (acquired, lease) = waiter.await.unwrap();
+        let gap = acquired.saturating_duration_since(released);
+        assert!(gap < ms(100), "round {round}: handoff took {gap:?}");
+        lease.release().await.unwrap();
+        eventually(secs(5), "the waiter unsubscribed", || {
+            numsub(&url, &channel) == 0
+        })
+        .await;
+    }
+
+    // Inside one client the handoff is local (FIFO), no Redis wait needed.
+    let held = a.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
+    let waiter = tokio::spawn({
+        let (a, name) = (a.clone(), name.clone());
+        async move {
+            let lease = a.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
+            (Instant::now(), lease)
+        }
+    });
+    tokio::task::yield_now().await;
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (acquired, lease) = waiter.await.unwrap();
+    assert!(acquired.saturating_duration_since(released) < ms(100));
+    lease.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn auto_renew_keeps_the_lease_past_several_ttls() {
+    let (url, _server) = redis_url();
+    let name = unique("renew");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(ms(300)).auto_renew(true))
+        .await
+        .unwrap();
+    assert!(lease.auto_renew());
+    let k = keys(&name);
+    for _ in 0..6 {
+        tokio::time::sleep(ms(200)).await;
+        assert!(!lease.lost());
+        assert!(lease.valid_for() > Duration::ZERO);
+        assert_eq!(
+            get(&url, &k.lock).as_deref(),
+            Some(lease.token().as_bytes())
+        );
+    }
+    lease.release().await.unwrap();
+    assert!(!exists(&url, &k.lock));
+}
+
+#[tokio::test]
+async fn lost_signal_fires_when_the_key_is_deleted_under_an_auto_renewing_lease() {
+    let (url, _server) = redis_url();
+    let name = unique("lostsig");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(ms(300)).auto_renew(true))
+        .await
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg(&keys(&name).lock)
+        .query(&mut conn(&url))
+        .unwrap();
+    tokio::time::timeout(secs(2), lease.lost_signal())
+        .await
+        .expect("lost_signal within two TTLs");
+    assert!(lease.lost());
+    assert!(matches!(lease.release().await, Err(Error::LockLost { .. })));
+    // The name is free for the next local waiter at once.
+    let next = client
+        .acquire(&name, &LockOptions::new(secs(5)).wait(secs(1)))
+        .await
+        .unwrap();
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn lost_signal_never_fires_after_release() {
+    let (_url, _server) = redis_url();
+    let client = Client::connect(_url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(unique("nolost"), &LockOptions::new(ms(100)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+    assert!(tokio::time::timeout(ms(300), lease.lost_signal())
+        .await
+        .is_err());
+    assert!(!lease.lost());
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_acquire_leaves_nothing_held() {
+    let (url, _server) = redis_url();
+    let name = unique("cancelwait");
+    let a = Client::connect(url.as_str()).await.unwrap();
+    let b = Client::connect(url.as_str()).await.unwrap();
+    let held = a.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
+    let waiting = tokio::spawn({
+        let (b, name) = (b.clone(), name.clone());
+        async move { b.acquire(&name, &LockOptions::new(secs(30))).await }
+    });
+    let channel = keys(&name).channel;
+    eventually(secs(5), "the waiter subscribed", || {
+        numsub(&url, &channel) >= 1
+    })
+    .await;
+    waiting.abort();
+    eventually(secs(5), "the cancelled waiter left", || {
+        numsub(&url, &channel) == 0
+    })
+    .await;
+    held.release().await.unwrap();
+    let c = Client::connect(url.as_str()).await.unwrap();
+    let lease = c
+        .try_acquire(&name, &LockOptions::new(secs(5)))
+        .await
+        .unwrap()
+        .expect("nobody may hold the lock after the waiter was cancelled");
+    lease.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_acquire_in_flight_leaves_nothing_held() {
+    let (url, _server) = redis_url();
+    let name = unique("cancelflight");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let k = keys(&name);
+    let mut cancelled = 0;
+    for i in 0..200u64 {
+        // Give up after a varying sliver of time: before, during and after
+        // the round trip.
+        let limit = Duration::from_micros(i * 5);
+        match tokio::time::timeout(limit, client.acquire(&name, &LockOptions::new(secs(60)))).await
+        {
+            Ok(lease) => lease.unwrap().release().await.unwrap(),
+            Err(_) => cancelled += 1,
+        }
+    }
+    assert!(cancelled > 0, "no acquire was cancelled");
+    // Every compensating release completes; with a 60 s TTL a leaked lock
+    // would still be there.
+    eventually(secs(5), "no lock left behind", || !exists(&url, &k.lock)).await;
+    let lease = client
+        .acquire(&name, &LockOptions::new(secs(5)).wait(secs(5)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn script_flush_mid_run_is_transparent() {
+    let server = Server::start();
+    let url = server.url();
+    let name = unique("flush");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(secs(10)))
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut conn(&url))
+        .unwrap();
+    lease.extend(None).await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut conn(&url))
+        .unwrap();
+    lease.release().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut conn(&url))
+        .unwrap();
+    let again = client
+        .acquire(&name, &LockOptions::new(secs(10)))
+        .await
+        .unwrap();
+    assert!(again.fence() > lease.fence());
+    again.release().await.unwrap();
+    assert!(!exists(&url, &keys(&name).lock));
+}
+
+#[tokio::test]
+async fn a_lock_key_of_the_wrong_type_is_a_redis_error_and_writes_nothing() {
+    let (url, _server) = redis_url();
+    let name = unique("wrongtype");
+    let k = keys(&name);
+    let _: i64 = redis::cmd("HSET")
+        .arg(&k.lock)
+        .arg("f")
+        .arg("v")
+        .query(&mut conn(&url))
+        .unwrap();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    for wait in [Duration::ZERO, secs(1)] {
+        let t = Instant::now();
+        let result = client
+            .acquire(&name, &LockOptions::new(secs(10)).wait(wait))
+            .await;
+        match result {
+            Err(Error::Redis { message, .. }) => {
+                assert!(message.contains("WRONGTYPE"), "{message}")
+            }
+            other => panic!("expected a Redis error, got {other:?}"),
+        }
+        assert!(t.elapsed() < secs(3));
+    }
+    let kind: String = redis::cmd("TYPE")
+        .arg(&k.lock)
+        .query(&mut conn(&url))
+        .unwrap();
+    assert_eq!(kind, "hash");
+    assert!(!exists(&url, &k.fence), "the fencing counter must not move");
+    let _: i64 = redis::cmd("DEL")
+        .arg(&k.lock)
+        .query(&mut conn(&url))
+        .unwrap();
+}
+
+#[tokio::test]
+async fn every_bad_input_is_invalid_argument_and_writes_nothing() {
+    let server = Server::start();
+    let url = server.url();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    reset_stats(&url);
+    let ok_ttl = LockOptions::new(secs(1));
+    let long = vec![b'x'; 1025];
+    let cases: Vec<(&[u8], LockOptions)> = vec![
+        (b"", ok_ttl.clone()),
+        (&long, ok_ttl.clone()),
+        (b"ok", LockOptions::new(Duration::ZERO)),
+        (
+            b"ok",
+            LockOptions::new(Duration::from_millis((1 << 40) + 1)),
+        ),
+        (b"ok", LockOptions::new(Duration::MAX)),
+    ];
+    for (name, options) in &cases {
+        let r = client.acquire(name, options).await;
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+        let r = client.try_acquire(name, options).await;
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    }
+    // The largest valid TTL is fine.
+    let lease = client
+        .acquire("max-ttl", &LockOptions::new(Duration::from_millis(1 << 40)))
+        .await
+        .unwrap();
+    assert!(matches!(
+        lease.extend(Some(Duration::ZERO)).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        lease
+            .extend(Some(Duration::from_millis((1 << 40) + 1)))
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
+    lease.release().await.unwrap();
+    // Only the one valid acquire and its release reached Redis.
+    let stats: Vec<_> = commandstats(&url)
+        .into_iter()
+        .filter(|(c, _)| !c.starts_with("client|") && c != "info" && !c.starts_with("config|"))
+        .collect();
+    assert_eq!(stats, vec![("evalsha".to_owned(), 2)]);
+    // Only the fencing counter of the valid lock remains.
+    assert_eq!(dbsize(&url), 1);
+}
+
+#[tokio::test]
+async fn odd_names_work() {
+    let (url, _server) = redis_url();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let mut max = format!("{tag}:").into_bytes();
+    max.resize(1024, b'n');
+    let names: Vec<Vec<u8>> = vec![
+        format!("{{{tag}").into_bytes(),
+        format!("}}{tag}{{").into_bytes(),
+        format!("a{{{tag}}}c").into_bytes(),
+        format!("{tag}%7B").into_bytes(),
+        format!("ключ🔒{tag}").into_bytes(),
+        [b"\x00\xff\x01raw".as_slice(), tag.as_bytes()].concat(),
+        max,
+    ];
+    for name in &names {
+        let lease = client
+            .acquire(name, &LockOptions::new(secs(10)))
+            .await
+            .unwrap();
+        assert_eq!(lease.name(), name.as_slice());
+        let k = keys(name);
+        assert_eq!(
+            get(&url, &k.lock).as_deref(),
+            Some(lease.token().as_bytes())
+        );
+        if !name.contains(&b'{') && !name.contains(&b'}') {
+            assert!(k.lock.windows(name.len()).any(|w| w == name.as_slice()));
+        }
+        // Each name is its own lock.
+        assert!(client
+            .try_acquire(name, &LockOptions::new(secs(1)))
+            .await
+            .unwrap()
+            .is_none());
+        lease.release().await.unwrap();
+        assert!(!exists(&url, &k.lock));
+    }
+}
+
+#[tokio::test]
+async fn acquire_and_release_are_one_command_each() {
+    let server = Server::start();
+    let url = server.url();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    // Warm up: the script is cached after the first use.
+    client
+        .acquire("warm", &LockOptions::new(secs(5)))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let driver_commands = |url: &str| -> Vec<(String, u64)> {
+        commandstats(url)
+            .into_iter()
+            .filter(|(c, _)| !c.starts_with("client|") && c != "info" && !c.starts_with("config|"))
+            .collect()
+    };
+    reset_stats(&url);
+    let lease = client
+        .acquire("rt", &LockOptions::new(secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(
+        driver_commands(&url),
+        vec![("evalsha".to_owned(), 1)],
+        "acquire"
+    );
+    reset_stats(&url);
+    lease.release().await.unwrap();
+    assert_eq!(
+        driver_commands(&url),
+        vec![("evalsha".to_owned(), 1)],
+        "release"
+    );
+    reset_stats(&url);
+    let lease = client
+        .try_acquire("rt", &LockOptions::new(secs(5)))
+        .await
+        .unwrap()
+        .unwrap();
+    lease.extend(None).await.unwrap();
+    assert_eq!(
+        driver_commands(&url),
+        vec![("evalsha".to_owned(), 2)],
+        "try_acquire + extend"
+    );
+    lease.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn tokens_never_show_in_debug_or_errors() {
+    let (url, _server) = redis_url();
+    let name = unique("secret");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(ms(100)))
+        .await
+        .unwrap();
+    let token = lease.token().to_owned();
+    assert_eq!(token.len(), 36);
+    assert_eq!(token, token.to_lowercase());
+    assert_eq!(uuid::Uuid::parse_str(&token).unwrap().get_version_num(), 4);
+    let shown = format!("{lease:?} {client:?}");
+    assert!(!shown.contains(&token), "{shown}");
+    tokio::time::timeout(secs(2), lease.lost_signal())
+        .await
+        .unwrap();
+    let err = lease.release().await.unwrap_err();
+    assert!(!format!("{err} {err:?}").contains(&token));
+    let err = lease.extend(None).await.unwrap_err();
+    assert!(!format!("{err} {err:?}").contains(&token));
+}
+
+#[tokio::test]
+async fn a_dropped_lease_stops_renewing_and_expires() {
+    let (url, _server) = redis_url();
+    let name = unique("dropped");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let lease = client
+        .acquire(&name, &LockOptions::new(ms(300)).auto_renew(true))
+        .await
+        .unwrap();
+    let k = keys(&name);
+    drop(lease);
+    assert!(exists(&url, &k.lock), "dropping does not release");
+    eventually(secs(3), "the dropped lease's key expired", || {
+        !exists(&url, &k.lock)
+    })
+    .await;
+    let next = client
+        .acquire(&name, &LockOptions::new(secs(5)).wait(secs(1)))
+        .await
+        .unwrap();
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_closed_client_refuses_new_work() {
+    let (url, _server) = redis_url();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let clone = client.clone();
+    client.close().await;
+    client.close().await;
+    assert!(clone.is_closed());
+    let r = clone
+        .acquire(unique("closed"), &LockOptions::new(secs(1)))
+        .await;
+    assert!(matches!(r, Err(Error::Redis { .. })), "{r:?}");
+}
+
+#[test]
+fn blocking_callers_can_use_block_on_from_any_thread() {
+    let (url, _server) = redis_url();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = runtime.block_on(Client::connect(url.as_str())).unwrap();
+    let name = unique("blocking");
+    let handle = runtime.handle().clone();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let lease = handle
+                .block_on(client.acquire(&name, &LockOptions::new(secs(5))))
+                .unwrap();
+            // A plain futures executor (no tokio context) works too.
+            futures_executor_block_on(lease.release()).unwrap();
+        });
+    });
+}
+
+/// A minimal executor with no tokio context, to prove the lease API does not
+/// need one.
+fn futures_executor_block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct ThreadWaker(std::thread::Thread);
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}

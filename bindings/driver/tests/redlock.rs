@@ -1,0 +1,192 @@
+//! Redlock over five independent redis-servers.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use fencelock::{Client, ClientOptions, Error, LockOptions};
+
+fn fast() -> ClientOptions {
+    ClientOptions {
+        connect_timeout: Duration::from_millis(500),
+        response_timeout: Duration::from_millis(500),
+        ..ClientOptions::default()
+    }
+}
+
+fn holders(urls: &[String], name: &str, token: &str) -> usize {
+    urls.iter()
+        .filter(|u| get(u, &keys(name).lock).as_deref() == Some(token.as_bytes()))
+        .count()
+}
+
+#[tokio::test]
+async fn redlock_acquires_on_every_node_and_releases_everywhere() {
+    let (urls, _servers) = redlock_urls();
+    let client = Client::connect(urls.clone()).await.unwrap();
+    assert_eq!(client.node_count(), 5);
+    let name = unique("redlock");
+    let mut last = 0;
+    for _ in 0..3 {
+        let lease = client
+            .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+            .await
+            .unwrap();
+        assert!(lease.fence() > last);
+        last = lease.fence();
+        assert_eq!(holders(&urls, &name, lease.token()), 5);
+        assert!(lease.valid_for() > Duration::from_secs(9));
+        lease.extend(Some(Duration::from_secs(20))).await.unwrap();
+        assert!(urls.iter().all(|u| pttl(u, &keys(&name).lock) > 15_000));
+        lease.release().await.unwrap();
+        assert_eq!(holders(&urls, &name, lease.token()), 0);
+    }
+    // Contention across two Redlock clients.
+    let other = Client::connect(urls.clone()).await.unwrap();
+    let held = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(other
+        .try_acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .is_none());
+    let waiter = tokio::spawn({
+        let (other, name) = (other.clone(), name.clone());
+        async move {
+            other
+                .acquire(
+                    &name,
+                    &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(10)),
+                )
+                .await
+        }
+    });
+    let channel = keys(&name).channel;
+    eventually(
+        Duration::from_secs(5),
+        "the waiter subscribed on every node",
+        || urls.iter().all(|u| numsub(u, &channel) >= 1),
+    )
+    .await;
+    let t = Instant::now();
+    held.release().await.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(next.fence() > held.fence());
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn redlock_fences_stay_increasing_when_node_counters_diverge() {
+    let (urls, _servers) = redlock_urls();
+    let client = Client::connect(urls.clone()).await.unwrap();
+    let name = unique("diverge");
+    let first = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    first.release().await.unwrap();
+    // One node's counter jumps ahead (say it alone granted other leases).
+    let _: () = redis::cmd("SET")
+        .arg(&keys(&name).fence)
+        .arg(first.fence() + 100)
+        .query(&mut conn(&urls[0]))
+        .unwrap();
+    let second = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(
+        second.fence() > first.fence() + 100,
+        "{} vs {}",
+        second.fence(),
+        first.fence()
+    );
+    // The maximum is now held by a majority.
+    let at_least: usize = urls
+        .iter()
+        .filter(|u| {
+            get(u, &keys(&name).fence)
+                .and_then(|v| String::from_utf8(v).ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|v| v >= second.fence())
+        })
+        .count();
+    assert!(
+        at_least >= 3,
+        "fence {} held by {at_least} nodes",
+        second.fence()
+    );
+    second.release().await.unwrap();
+    let third = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(third.fence() > second.fence());
+    third.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
+    let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let client = Client::connect_with(urls.clone(), fast()).await.unwrap();
+    servers[0].stop();
+    servers[1].stop();
+    let name = unique("minority");
+    let lease = client
+        .acquire(
+            &name,
+            &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(holders(&urls[2..], &name, lease.token()), 3);
+    lease.extend(None).await.unwrap();
+    lease.release().await.unwrap();
+    assert_eq!(holders(&urls[2..], &name, lease.token()), 0);
+
+    // A client connecting now: two nodes down is still a majority up.
+    let late = Client::connect_with(urls.clone(), fast()).await.unwrap();
+    let lease = late
+        .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+
+    servers[2].stop();
+    let t = Instant::now();
+    let result = client
+        .acquire(
+            &name,
+            &LockOptions::new(Duration::from_secs(10)).wait(Duration::ZERO),
+        )
+        .await;
+    // No majority can be asked: the acquire fails (NotAcquired, or Redis
+    // when the failures are connection errors), and nothing stays held.
+    assert!(
+        matches!(result, Err(Error::NotAcquired { .. } | Error::Redis { .. })),
+        "{result:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(holders(&urls[3..], &name, ""), 0);
+    assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock)));
+    let bounded = client
+        .acquire(
+            &name,
+            &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_millis(300)),
+        )
+        .await;
+    assert!(bounded.is_err(), "{bounded:?}");
+
+    // Connecting with only two of five reachable is refused.
+    let refused = Client::connect_with(urls.clone(), fast()).await;
+    assert!(matches!(refused, Err(Error::Redis { .. })), "{refused:?}");
+}
