@@ -3,4 +3,3 @@
 import cjs from './index.js'
 
 export const { Client, Lease, LockError, NotAcquiredError, LockLostError, RedisError } = cjs
-export default cjs

@@ -247,10 +247,13 @@ async fn cancellable<T>(
 ) -> Result<T> {
     match cancel {
         None => fut.await.map_err(lock_error),
+        // The outcome wins a tie: a lease already granted goes back to JS,
+        // which releases it (the caller aborted) instead of it being dropped
+        // unreleased inside the future.
         Some(rx) => tokio::select! {
             biased;
-            _ = cancelled(rx) => Err(tagged("ABORTED", "the operation was aborted")),
             r = fut => r.map_err(lock_error),
+            _ = cancelled(rx) => Err(tagged("ABORTED", "the operation was aborted")),
         },
     }
 }
@@ -413,10 +416,8 @@ impl NativeLease {
         napi::bindgen_prelude::spawn(async move {
             tokio::select! {
                 _ = lease.lost_signal() => {
-                    let message = match LockName::new(lease.name()) {
-                        Ok(name) => lock_error(fencelock::Error::LockLost { name }).reason,
-                        Err(_) => "LOCK_LOST: the lease was lost".to_owned(),
-                    };
+                    let name = lease.lock_name().clone();
+                    let message = lock_error(fencelock::Error::LockLost { name }).reason;
                     callback.call(message, ThreadsafeFunctionCallMode::NonBlocking);
                 }
                 _ = rx => {}

@@ -1,0 +1,104 @@
+// Type definitions for fencelock (Node.js). The API of DESIGN.md §4.
+
+/// <reference types="node" />
+
+/** A lock name: 1..=1024 bytes (a string is measured in UTF-8). */
+export type LockName = string | Buffer
+
+/** Options of {@link Client.connect}. */
+export interface ConnectOptions {
+  /** Key prefix (default `"fencelock:"`); must not contain braces. */
+  prefix?: string
+  /** Milliseconds to wait for a connection (default 2000). */
+  connectTimeout?: number
+  /** Milliseconds to wait for each Redis reply (default 2000). */
+  responseTimeout?: number
+}
+
+/** Options of {@link Client.acquire}, {@link Client.tryAcquire} and {@link Client.withLock}. */
+export interface LockOptions {
+  /**
+   * How long the lock lives without renewal, in milliseconds: 1 ..= 2^40,
+   * fractions round up. Out of range (0, negative, NaN, ±Infinity, too large)
+   * throws a RangeError; a non-number a TypeError.
+   */
+  ttl: number
+  /**
+   * How long acquire may wait, in milliseconds: `undefined` waits until
+   * acquired, `0` tries once, `> 0` is a bound (then NotAcquiredError).
+   * Ignored by tryAcquire, which always tries once.
+   */
+  wait?: number
+  /** Cancels a pending acquire with `signal.reason` (an AbortError by default); no lock is left behind. */
+  signal?: AbortSignal
+  /** Extend every ttl/3 in the background until released or lost (default false). */
+  autoRenew?: boolean
+}
+
+/** A connection to one Redis, or to N independent Redis nodes (Redlock). */
+export declare class Client implements AsyncDisposable {
+  private constructor()
+  /**
+   * Connect to one Redis URL (`redis://[user:password@]host:port/db`,
+   * `rediss://` for TLS), or to several independent nodes (Redlock).
+   * A malformed URL is a RangeError; an unreachable server a RedisError.
+   */
+  static connect(url: string | readonly string[], options?: ConnectOptions): Promise<Client>
+  /** Acquire `name`, waiting as `options.wait` allows; NotAcquiredError when the wait runs out. */
+  acquire(name: LockName, options: LockOptions): Promise<Lease>
+  /** One attempt: the lease, or `null` if someone else holds the lock. */
+  tryAcquire(name: LockName, options: LockOptions): Promise<Lease | null>
+  /**
+   * Acquire, run `fn(lease)`, release on every exit path. Resolves with
+   * fn's result; rejects with LockLostError if the lease was lost while fn
+   * ran (unless fn threw: then fn's error).
+   */
+  withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** Close the connections. Leases still held expire by their TTL. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** A held lock. `util.inspect`, `toString()` and `JSON.stringify` never show the token. */
+export declare class Lease implements AsyncDisposable {
+  private constructor()
+  /** The lock name, in the type it was given (string or Buffer). */
+  readonly name: LockName
+  /** The token stored in Redis (UUID v4). Readable, never printed. */
+  readonly token: string
+  /** The fencing token: strictly increasing for every acquire of this name. */
+  readonly fence: bigint
+  /** The TTL of this lease in milliseconds. */
+  readonly ttl: number
+  /** Milliseconds left before the lease must be assumed lost. */
+  readonly validFor: number
+  /** True once the lease is known to be lost. */
+  readonly lost: boolean
+  /** Aborted, with a LockLostError as its reason, when the lease is lost. */
+  readonly signal: AbortSignal
+  /** Extend to `ttl` ms from now (default: the lease's ttl); LockLostError if no longer held. */
+  extend(ttl?: number): Promise<void>
+  /** Release; LockLostError if the lease was lost; a second call is a no-op. */
+  release(): Promise<void>
+  /** `await using lease = await client.acquire(...)` releases at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void>
+  toString(): string
+  toJSON(): { name: string; fence: string; validFor: number; lost: boolean }
+}
+
+/** Base class of NotAcquiredError, LockLostError and RedisError. */
+export declare class LockError extends Error {
+  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'REDIS'
+}
+/** The lock was not acquired within the allowed wait. */
+export declare class NotAcquiredError extends LockError {
+  readonly code: 'NOT_ACQUIRED'
+}
+/** The lease is no longer held (expired, taken over, or renewal failed). */
+export declare class LockLostError extends LockError {
+  readonly code: 'LOCK_LOST'
+}
+/** Redis was unreachable or answered with an error. */
+export declare class RedisError extends LockError {
+  readonly code: 'REDIS'
+}

@@ -1,0 +1,77 @@
+'use strict'
+// The event loop never blocks and nothing keeps a process alive after
+// close(): a script that connects, locks and closes exits on its own.
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+const { redisUrl, uniqueName } = require('./helpers.js')
+
+function runScript(source, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', source], {
+      cwd: path.join(__dirname, '..'),
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.stderr.on('data', (d) => (out += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`process still running after 15 s (a handle keeps it alive):\n${out}`))
+    }, 15_000)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      resolve({ code, out })
+    })
+  })
+}
+
+const script = (body) => `
+const { Client } = require('fencelock')
+;(async () => {
+  const client = await Client.connect(process.env.URL)
+  ${body}
+  await client.close()
+  console.log('closed')
+})().catch((e) => { console.error(e); process.exit(3) })
+`
+
+test('a process exits after close(): released lease', async () => {
+  const { code, out } = await runScript(
+    script(`const lease = await client.acquire(process.env.NAME, { ttl: 10000, autoRenew: true }); await lease.release()`),
+    { URL: await redisUrl(), NAME: uniqueName('exit1') },
+  )
+  assert.equal(code, 0, out)
+  assert.match(out, /closed/)
+})
+
+test('a process exits after close(): lease still held with autoRenew, pending timers in Rust', async () => {
+  const { code, out } = await runScript(
+    script(`
+      const lease = await client.acquire(process.env.NAME, { ttl: 10000, autoRenew: true })
+      lease.signal.addEventListener('abort', () => {})
+      const waiter = await Client.connect(process.env.URL)
+      await waiter.tryAcquire(process.env.NAME, { ttl: 1000 })
+      await waiter.close()`),
+    { URL: await redisUrl(), NAME: uniqueName('exit2') },
+  )
+  assert.equal(code, 0, out)
+})
+
+test('the event loop keeps running while acquire waits in Rust', async () => {
+  const { code, out } = await runScript(
+    script(`
+      const holder = await client.acquire(process.env.NAME, { ttl: 10000 })
+      const waiting = client.acquire(process.env.NAME, { ttl: 10000, wait: 400 }).catch((e) => e.code)
+      let ticks = 0
+      const t = setInterval(() => ticks++, 10)
+      const result = await waiting
+      clearInterval(t)
+      if (result !== 'NOT_ACQUIRED' || ticks < 20) throw new Error('blocked: ' + result + ' ' + ticks)
+      await holder.release()`),
+    { URL: await redisUrl(), NAME: uniqueName('exit3') },
+  )
+  assert.equal(code, 0, out)
+})
