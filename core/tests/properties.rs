@@ -18,10 +18,16 @@ use sim::{AppAction, Clock, LeaseOpts, Micros, Net, Node, Scenario, Sim, MS};
 
 const CASES: u32 = 10_000;
 
+/// `SIM_CASES=200 cargo test ...` for a quick run while developing.
 fn config() -> ProptestConfig {
+    let cases = std::env::var("SIM_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(CASES);
     ProptestConfig {
         max_shrink_iters: 2_000,
-        ..ProptestConfig::with_cases(CASES)
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(cases)
     }
 }
 
@@ -59,9 +65,6 @@ fn run(s: &Scenario) -> Result<Sim, TestCaseError> {
                 l.lock.state(),
                 trace_of(s)
             )));
-        }
-        if let Err(e) = sim.check_completions(i) {
-            return Err(TestCaseError::fail(format!("{e}\n{}", trace_of(s))));
         }
     }
     Ok(sim)
@@ -114,6 +117,17 @@ proptest! {
     fn mutual_exclusion(s in scenario(nodes_1_3_5(), 2, true)) {
         let sim = run(&s)?;
         check(&s, sim.check_mutual_exclusion())?;
+    }
+
+    /// (d) In any such world, every app call the machine accepted gets
+    /// exactly one completion event (Acquired/AcquireFailed, Extended/
+    /// ExtendFailed, Released), and every lease comes to rest.
+    #[test]
+    fn every_accepted_call_completes(s in scenario(nodes_1_3_5(), 2, true)) {
+        let sim = run(&s)?;
+        for i in 0..sim.leases.len() {
+            check(&s, sim.check_completions(i))?;
+        }
     }
 
     /// (b) Fences strictly increase in acquisition order, single node,
@@ -242,16 +256,22 @@ impl CancelCase {
                 continue;
             }
             // Held by us after Done: allowed only if a release to this node was
-            // sent after our last acquire there and got lost on the way.
-            let sent = &sim.leases[l].sent;
-            let last_acquire = sent
+            // sent after the acquire that set the key, and got lost on the way.
+            let setter = sim
+                .arrived
                 .iter()
-                .rposition(|c| c.1.node == n && c.1.script == Script::Acquire);
-            let release_after = last_acquire.is_some_and(|i| {
-                sent[i..].iter().any(|c| c.1.node == n && c.1.script == Script::Release)
-            });
+                .rfind(|a| a.lease == l && a.node == n && a.granted())
+                .expect("our key was set by one of our acquires");
+            let sent = &sim.leases[l].sent;
+            let set_at = sent.iter().position(|c| c.1.id == setter.id).expect("sent");
+            let release_after = sent[set_at..]
+                .iter()
+                .any(|c| c.1.node == n && c.1.script == Script::Release);
             if !release_after {
-                return Err(format!("node {n} still held by the cancelled lease, no release sent"));
+                return Err(format!(
+                    "node {n} still held by the cancelled lease ({:?} set it), no release sent after",
+                    setter.id
+                ));
             }
             if pttl.is_none_or(|p| p > self.ttl_ms * MS) {
                 return Err(format!("node {n} still held with pttl {pttl:?}"));
@@ -375,6 +395,8 @@ struct Fuzz {
     outstanding: Vec<Command>,
     calls: Vec<(&'static str, bool)>,
     events: Vec<Event>,
+    /// What phase 2 did, to explain a failure.
+    log: Vec<String>,
 }
 
 impl Fuzz {
@@ -438,7 +460,7 @@ impl Fuzz {
             Op::Timeout => self.lock.handle_timeout(now),
             Op::TimeoutDue => {
                 if let Some(t) = self.lock.poll_timeout() {
-                    self.now = self.now.max(t.since_epoch().as_micros().min(u64::MAX as u128) as u64);
+                    self.now = self.now.max(ceil_micros(t));
                     let now = self.t();
                     self.lock.handle_timeout(now);
                 }
@@ -463,6 +485,7 @@ impl Fuzz {
             if !self.outstanding.is_empty() {
                 let cmd = self.outstanding.remove(0);
                 let (reply, _) = self.nodes[cmd.node].exec(self.now, &cmd);
+                self.log.push(format!("{now:?} {:?} {:?} -> {reply:?}", cmd.id, cmd.script));
                 self.lock.handle_reply(now, cmd.id, reply);
                 continue;
             }
@@ -476,12 +499,13 @@ impl Fuzz {
             }
             match self.lock.poll_timeout() {
                 Some(t) => {
-                    let t = t.since_epoch().as_micros().min(u64::MAX as u128) as u64;
+                    let t = ceil_micros(t);
                     if t == u64::MAX {
                         return Err("waiting until the end of time".into());
                     }
                     self.now = self.now.max(t);
                     let now = self.t();
+                    self.log.push(format!("{now:?} timeout"));
                     self.lock.handle_timeout(now);
                 }
                 None => {
@@ -492,7 +516,8 @@ impl Fuzz {
                 }
             }
         }
-        Err(format!("still {:?} after 10,000 steps", self.lock.state()))
+        let tail = &self.log[self.log.len().saturating_sub(12)..];
+        Err(format!("still {:?} after 10,000 steps: {tail:#?}", self.lock.state()))
     }
 
     fn completions(&self) -> Result<(), String> {
@@ -521,6 +546,14 @@ impl Fuzz {
     }
 }
 
+/// An instant as whole microseconds, rounded up (so it is not before `t`).
+fn ceil_micros(t: Instant) -> u64 {
+    t.since_epoch()
+        .as_nanos()
+        .div_ceil(1000)
+        .min(u64::MAX as u128) as u64
+}
+
 fn fuzz(case: &FuzzCase) -> Result<(), String> {
     let name = LockName::new("fuzz").unwrap();
     let keys = KeySpace::default().keys(&name);
@@ -541,6 +574,7 @@ fn fuzz(case: &FuzzCase) -> Result<(), String> {
         outstanding: Vec::new(),
         calls: Vec::new(),
         events: Vec::new(),
+        log: Vec::new(),
     };
     for op in &case.ops {
         f.apply(op);

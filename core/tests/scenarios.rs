@@ -104,7 +104,8 @@ fn waiter_without_notifications_still_gets_the_lock_after_expiry() {
     let b = sim.add_lease(d, LeaseOpts::new(300, Wait::Forever));
     sim.at(0, a, AppAction::Acquire); // never released: it expires at 301 ms
     sim.at(10 * MS, b, AppAction::Acquire);
-    let (t, ev) = sim.run_until_event(b, 10_000 * MS, is_acquire_done).unwrap();
+    let done = sim.run_until_event(b, 10_000 * MS, is_acquire_done);
+    let (t, ev) = done.unwrap_or_else(|| panic!("{}\n{}", sim.describe(), sim.trace));
     assert!(matches!(ev, Event::Acquired { fence: 2, .. }), "{ev:?}");
     assert!((301 * MS..=320 * MS).contains(&t), "retried at the holder's TTL, got {t} µs");
     sim.check_mutual_exclusion().unwrap();
@@ -153,7 +154,7 @@ fn auto_renew_keeps_the_lease_for_many_ttls() {
     assert!(!sim.leases[a].events.iter().any(|e| e.1 == Event::Lost));
     assert_eq!(sim.leases[a].last_event(), Some(&Event::Released(Ok(()))));
     let extends = scripts_sent(&sim, a).iter().filter(|s| **s == Script::Extend).count();
-    assert!((9..=12).contains(&extends), "renewed every ttl/3: {extends} extends");
+    assert!((28..=31).contains(&extends), "renewed every ttl/3: {extends} extends");
     assert_eq!(sim.windows(a), [(2 * MS, 3_000 * MS)], "held without a gap");
 }
 
@@ -246,6 +247,40 @@ fn redlock_writes_the_maximum_fence_back_until_a_majority_holds_it() {
     }
 }
 
+/// DESIGN §2 promises strictly increasing fences across Redlock "as long as
+/// nodes keep their data"; the brief asks for them with a minority of nodes
+/// losing data under the delayed-restart rule. One lost counter is enough to
+/// break the majority-intersection argument (see .build/CORE_BUGS.md):
+///
+///   n0..n2 at 10, n3 n4 at 0. A acquires while n3, n4 are unreachable:
+///   fence 11 on n0, n1, n2 (a majority; no write-back needed).
+///   n2 crashes, loses its counter, stays down > ttl, comes back at 0.
+///   B acquires while n0, n1 are unreachable: n2, n3, n4 grant 1, 1, 1.
+///   B's fence 1 < A's fence 11, although B acquired strictly later.
+#[test]
+fn redlock_fence_survives_one_minority_node_losing_its_data() {
+    let ttl = 1_000;
+    let mut sim = Sim::new(14, 5, Net::calm());
+    for n in 0..3 {
+        sim.set_counter(n, 10);
+    }
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(ttl, Wait::TRY_ONCE));
+    let b = sim.add_lease(c, LeaseOpts::new(ttl, Wait::TRY_ONCE));
+    sim.partition_at(0, 3, 500 * MS);
+    sim.partition_at(0, 4, 500 * MS);
+    sim.at(MS, a, AppAction::Acquire);
+    sim.at(200 * MS, a, AppAction::Release);
+    sim.crash_at(600 * MS, 2, 2 * ttl * MS); // delayed restart: down 2 ttl
+    sim.partition_at(3_000 * MS, 0, 500 * MS);
+    sim.partition_at(3_000 * MS, 1, 500 * MS);
+    sim.at(3_001 * MS, b, AppAction::Acquire);
+    sim.run_until(4_000 * MS);
+    assert_eq!(sim.leases[a].fence(), Some(11), "{}", sim.describe());
+    let fb = sim.leases[b].fence().expect("B acquires with n2, n3, n4");
+    assert!(fb > 11, "B acquired after A released, yet fence {fb} <= 11");
+}
+
 #[test]
 fn redlock_skips_the_write_back_when_a_majority_agrees() {
     let mut sim = Sim::new(11, 5, Net::calm());
@@ -271,10 +306,10 @@ fn cancelled_acquire_in_flight_leaves_nothing_held() {
     let c = sim.add_client(Clock::PERFECT);
     let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
     sim.at(0, a, AppAction::Acquire);
-    sim.at(MS + MS / 2, a, AppAction::Cancel); // after it ran, before any reply
-    sim.run_until(3 * MS);
+    sim.run_until(MS + MS / 2);
     assert_eq!(sim.holder(0).unwrap().0, sim.token(a), "the acquire did run");
     sim.net.drop_reply = 0.0; // the compensating release gets through
+    sim.at(MS + MS / 2, a, AppAction::Cancel); // after it ran, before any reply
     assert!(sim.run_to_quiet(60_000 * MS));
     assert_eq!(sim.leases[a].lock.state(), State::Done);
     assert_eq!(sim.holder(0), None, "compensating release ran");
@@ -373,7 +408,7 @@ mod fake_redis {
                 assert!(c.global(l) <= g, "first instant showing l is not after g");
                 assert!(c.local(c.global(l)) >= l);
             }
-            let l = Instant::from_epoch(std::time::Duration::from_micros(10_000_777));
+            let l = Instant::from_epoch(std::time::Duration::from_nanos(10_000_777_123));
             let g = c.global(l);
             assert!(c.local(g) >= l && (g == 0 || c.local(g - 1) < l));
         }

@@ -86,19 +86,21 @@ impl Clock {
         rate_ppm: 1_000_000,
     };
 
+    /// What this clock reads at global time `global` (nanosecond precision).
     pub fn local(&self, global: Micros) -> Instant {
-        let l = self.offset as u128 + global as u128 * self.rate_ppm as u128 / 1_000_000;
-        Instant::from_epoch(Duration::from_micros(l.min(u64::MAX as u128) as u64))
+        let ns = self.offset as u128 * 1000 + global as u128 * self.rate_ppm as u128 / 1000;
+        Instant::from_epoch(Duration::from_nanos(ns.min(u64::MAX as u128) as u64))
     }
 
-    /// The first global time at which this clock reads at least `local`.
+    /// The first global time (whole µs) at which this clock reads at least
+    /// `local`.
     pub fn global(&self, local: Instant) -> Micros {
-        let l = local.since_epoch().as_micros();
-        let off = self.offset as u128;
+        let l = local.since_epoch().as_nanos();
+        let off = self.offset as u128 * 1000;
         if l <= off {
             return 0;
         }
-        ((l - off) * 1_000_000)
+        ((l - off) * 1000)
             .div_ceil(self.rate_ppm as u128)
             .min(u64::MAX as u128) as u64
     }
@@ -403,7 +405,9 @@ enum Ev {
     Timer { lease: usize, at: Micros },
     SubConfirm { lease: usize, node: usize, gen: u64 },
     Wakeup { lease: usize, gen: u64 },
-    Crash { node: usize, down_for: Micros },
+    /// Down for a while; `wipe`: loses all data (a crash), else keeps it (a
+    /// partition or a restart with persistence).
+    Crash { node: usize, down_for: Micros, wipe: bool },
     Restart { node: usize },
 }
 
@@ -449,6 +453,24 @@ impl Ord for Scheduled {
 // ---------------------------------------------------------------------------
 // The world.
 
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    pub at: Micros,
+    pub node: usize,
+    pub lease: usize,
+    pub id: CommandId,
+    pub script: Script,
+    pub reply: Option<Reply>,
+}
+
+impl Arrival {
+    /// An acquire that set the key.
+    pub fn granted(&self) -> bool {
+        self.script == Script::Acquire
+            && matches!(&self.reply, Some(Reply::Array(a)) if a.first() == Some(&Reply::Int(1)))
+    }
+}
+
 #[derive(Debug)]
 pub struct Sim {
     pub now: Micros,
@@ -467,9 +489,9 @@ pub struct Sim {
     last_reply: BTreeMap<(usize, usize), Micros>,
     /// Per node: leases subscribed to the lock's channel.
     subscribers: Vec<BTreeSet<usize>>,
-    /// Every request that reached a node: `(time, node, lease, id, script,
-    /// ran)`; `ran` is false when the node was down.
-    pub arrived: Vec<(Micros, usize, usize, CommandId, Script, bool)>,
+    /// Every request that reached a node, in order, with the reply it
+    /// produced (`None`: the node was down, nothing ran).
+    pub arrived: Vec<Arrival>,
     /// Things the core did that no correct core may do.
     pub violations: Vec<String>,
     /// Human-readable log, when `tracing` is on.
@@ -591,7 +613,12 @@ impl Sim {
 
     /// Crash `node` at `at`; it answers again after `down_for` (with no data).
     pub fn crash_at(&mut self, at: Micros, node: usize, down_for: Micros) {
-        self.schedule(at, Ev::Crash { node, down_for });
+        self.schedule(at, Ev::Crash { node, down_for, wipe: true });
+    }
+
+    /// Make `node` unreachable at `at` for `down_for`; it keeps its data.
+    pub fn partition_at(&mut self, at: Micros, node: usize, down_for: Micros) {
+        self.schedule(at, Ev::Crash { node, down_for, wipe: false });
     }
 
     // ---- running -----------------------------------------------------------
@@ -753,10 +780,13 @@ impl Sim {
                     self.after_input(lease);
                 }
             }
-            Ev::Crash { node, down_for } => {
-                self.log(|| format!("n{node} CRASH for {}ms", down_for / MS));
+            Ev::Crash { node, down_for, wipe } => {
+                let what = if wipe { "CRASH (data lost)" } else { "unreachable" };
+                self.log(|| format!("n{node} {what} for {}ms", down_for / MS));
                 self.nodes[node].up = false;
-                self.nodes[node].wipe();
+                if wipe {
+                    self.nodes[node].wipe();
+                }
                 self.schedule(self.now + down_for, Ev::Restart { node });
             }
             Ev::Restart { node } => {
@@ -824,13 +854,22 @@ impl Sim {
     }
 
     fn exec(&mut self, lease: usize, node: usize, cmd: Command) {
-        let up = self.nodes[node].up;
-        self.arrived.push((self.now, node, lease, cmd.id, cmd.script, up));
-        if !up {
+        let mut arrival = Arrival {
+            at: self.now,
+            node,
+            lease,
+            id: cmd.id,
+            script: cmd.script,
+            reply: None,
+        };
+        if !self.nodes[node].up {
             self.log(|| format!("n{node} down: {:?} lost", cmd.id));
+            self.arrived.push(arrival);
             return;
         }
         let (reply, published) = self.nodes[node].exec(self.now, &cmd);
+        arrival.reply = Some(reply.clone());
+        self.arrived.push(arrival);
         self.log(|| format!("n{node} ran L{lease} {:?} {:?} = {reply:?}", cmd.id, cmd.script));
         if published.is_some() {
             for sub in self.subscribers[node].clone() {
@@ -935,16 +974,19 @@ impl Sim {
         }
     }
 
-    /// Every belief window, the open one included.
+    /// Every belief window, the open one included; back-to-back windows
+    /// (a renewal moving `valid_until`) are merged.
     pub fn windows(&self, lease: usize) -> Vec<(Micros, Micros)> {
         let l = &self.leases[lease];
-        let mut w = l.windows.clone();
-        if let Some((start, end)) = l.belief {
-            if start < end {
-                w.push((start, end));
+        let open = l.belief.filter(|(start, end)| start < end);
+        let mut merged: Vec<(Micros, Micros)> = Vec::new();
+        for (start, end) in l.windows.iter().copied().chain(open) {
+            match merged.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => merged.push((start, end)),
             }
         }
-        w
+        merged
     }
 
     // ---- checks ------------------------------------------------------------
