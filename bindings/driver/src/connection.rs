@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock_core::{Command, Error, Reply};
+use fencelock_core::{Command, Error, Reply, Script};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 
@@ -77,12 +77,32 @@ impl Node {
         )
         .await;
         let err = match attempt {
-            Ok(Ok(conn)) => {
-                return Ok(Connected::Up(Node {
-                    conn,
-                    label,
-                    password,
-                }))
+            Ok(Ok(mut conn)) => {
+                // redis-rs tolerates a failed handshake when no password was
+                // given; one PING tells "needs AUTH" (or an ACL problem) now
+                // instead of at the first lock.
+                match conn.send_packed_command(&redis::cmd("PING")).await {
+                    Ok(Value::ServerError(e)) => RedisError::from(e),
+                    Err(e) => e,
+                    Ok(_) => {
+                        // Cache the scripts now so even the first acquire is
+                        // one round trip. Best effort: an ACL without
+                        // SCRIPT still works through EVAL on NOSCRIPT.
+                        let mut load = redis::pipe();
+                        for script in Script::ALL {
+                            load.cmd("SCRIPT").arg("LOAD").arg(script.source());
+                        }
+                        if let Err(e) = conn.send_packed_commands(&load, 0, Script::ALL.len()).await
+                        {
+                            tracing::debug!(node = %label, error = %e.category(), "SCRIPT LOAD at connect failed; scripts load on first use");
+                        }
+                        return Ok(Connected::Up(Node {
+                            conn,
+                            label,
+                            password,
+                        }));
+                    }
+                }
             }
             Ok(Err(e)) => e,
             Err(_) => RedisError::from((redis::ErrorKind::Io, "connect timed out")),
@@ -213,13 +233,17 @@ fn server_text(code: Option<&str>, detail: Option<&str>) -> String {
 }
 
 /// Errors that retrying cannot fix: wrong credentials, missing permissions,
-/// a bad database index, a TLS configuration problem.
+/// a bad database index, a TLS configuration problem. (A server that is
+/// down, loading or timing out is not fatal: Redlock tolerates a minority.)
 fn is_fatal_connect_error(e: &RedisError) -> bool {
-    use redis::ErrorKind as K;
+    use redis::{ErrorKind as K, ServerErrorKind as S};
     matches!(
         e.kind(),
-        K::AuthenticationFailed | K::InvalidClientConfig | K::Server(_)
-    ) || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM" | "ERR"))
+        K::AuthenticationFailed
+            | K::InvalidClientConfig
+            | K::Server(S::NoPerm)
+            | K::Server(S::ResponseError)
+    ) || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
 }
 
 /// A human message for a redis-rs error, naming the node, never a password.

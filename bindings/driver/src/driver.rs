@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     /// Validity deadline as nanoseconds since the epoch; 0 = none/released.
     valid_until_ns: AtomicU64,
     lost: AtomicBool,
+    /// Released (or the release failed): nothing is valid any more.
+    over: AtomicBool,
     lost_tx: watch::Sender<bool>,
 }
 
@@ -57,12 +59,13 @@ impl Shared {
         Shared {
             valid_until_ns: AtomicU64::new(0),
             lost: AtomicBool::new(false),
+            over: AtomicBool::new(false),
             lost_tx: watch::Sender::new(false),
         }
     }
 
     pub(crate) fn valid_for(&self) -> Duration {
-        if self.lost.load(Ordering::Acquire) {
+        if self.lost.load(Ordering::Acquire) || self.over.load(Ordering::Acquire) {
             return Duration::ZERO;
         }
         let until = self.valid_until_ns.load(Ordering::Acquire);
@@ -383,7 +386,7 @@ impl Actor<'_> {
             Event::Released(result) => {
                 self.turn = None;
                 self.subscription = None;
-                self.shared.valid_until_ns.store(0, Ordering::Release);
+                self.shared.over.store(true, Ordering::Release);
                 if let Some(Pending::Release(tx)) = self.pending.take() {
                     let _ = tx.send(result);
                 } else if let Err(e) = result {

@@ -475,7 +475,7 @@ async fn every_bad_input_is_invalid_argument_and_writes_nothing() {
     let server = Server::start();
     let url = server.url();
     let client = Client::connect(url.as_str()).await.unwrap();
-    reset_stats(&url);
+    let mut monitor = Monitor::start(&server);
     let ok_ttl = LockOptions::new(secs(1));
     let long = vec![b'x'; 1025];
     let cases: Vec<(&[u8], LockOptions)> = vec![
@@ -511,11 +511,7 @@ async fn every_bad_input_is_invalid_argument_and_writes_nothing() {
     ));
     lease.release().await.unwrap();
     // Only the one valid acquire and its release reached Redis.
-    let stats: Vec<_> = commandstats(&url)
-        .into_iter()
-        .filter(|(c, _)| !c.starts_with("client|") && c != "info" && !c.starts_with("config|"))
-        .collect();
-    assert_eq!(stats, vec![("evalsha".to_owned(), 2)]);
+    assert_eq!(monitor.commands(), ["evalsha", "evalsha"]);
     // Only the fencing counter of the valid lock remains.
     assert_eq!(dbsize(&url), 1);
 }
@@ -566,38 +562,14 @@ async fn acquire_and_release_are_one_command_each() {
     let server = Server::start();
     let url = server.url();
     let client = Client::connect(url.as_str()).await.unwrap();
-    // Warm up: the script is cached after the first use.
-    client
-        .acquire("warm", &LockOptions::new(secs(5)))
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
-    let driver_commands = |url: &str| -> Vec<(String, u64)> {
-        commandstats(url)
-            .into_iter()
-            .filter(|(c, _)| !c.starts_with("client|") && c != "info" && !c.starts_with("config|"))
-            .collect()
-    };
-    reset_stats(&url);
+    let mut monitor = Monitor::start(&server);
     let lease = client
         .acquire("rt", &LockOptions::new(secs(5)))
         .await
         .unwrap();
-    assert_eq!(
-        driver_commands(&url),
-        vec![("evalsha".to_owned(), 1)],
-        "acquire"
-    );
-    reset_stats(&url);
+    assert_eq!(monitor.commands(), ["evalsha"], "acquire: one round trip");
     lease.release().await.unwrap();
-    assert_eq!(
-        driver_commands(&url),
-        vec![("evalsha".to_owned(), 1)],
-        "release"
-    );
-    reset_stats(&url);
+    assert_eq!(monitor.commands(), ["evalsha"], "release: one round trip");
     let lease = client
         .try_acquire("rt", &LockOptions::new(secs(5)))
         .await
@@ -605,11 +577,37 @@ async fn acquire_and_release_are_one_command_each() {
         .unwrap();
     lease.extend(None).await.unwrap();
     assert_eq!(
-        driver_commands(&url),
-        vec![("evalsha".to_owned(), 2)],
+        monitor.commands(),
+        ["evalsha", "evalsha"],
         "try_acquire + extend"
     );
     lease.release().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut conn(&url))
+        .unwrap();
+    monitor.commands();
+    let lease = client
+        .acquire("rt", &LockOptions::new(secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(
+        monitor.commands(),
+        ["evalsha", "eval"],
+        "NOSCRIPT: one reload"
+    );
+    lease.release().await.unwrap();
+    assert_eq!(
+        monitor.commands(),
+        ["evalsha", "eval"],
+        "NOSCRIPT: one reload"
+    );
+    let lease = client
+        .acquire("rt", &LockOptions::new(secs(5)))
+        .await
+        .unwrap();
+    lease.release().await.unwrap();
+    assert_eq!(monitor.commands(), ["evalsha", "evalsha"], "cached again");
 }
 
 #[tokio::test]
