@@ -661,7 +661,16 @@ impl WaitCase {
     fn check(&self) -> Result<(), String> {
         let (sim, h, w) = self.run(false);
         let start = self.start_ms * MS;
-        let deadline = start + self.wait_ms * MS + sim.net.max_rtt();
+        // One round trip for the last attempt, plus one for the fence
+        // write-back when Redlock nodes disagreed (DESIGN §2: the fence is
+        // written back before the lease is returned).
+        let sent = &sim.leases[w].sent;
+        let wrote_back = sent
+            .iter()
+            .rposition(|c| c.1.script == Script::Acquire)
+            .is_some_and(|i| sent[i..].iter().any(|c| c.1.script == Script::RaiseFence));
+        let rtts = if wrote_back { 2 } else { 1 };
+        let deadline = start + self.wait_ms * MS + rtts * sim.net.max_rtt();
         let Some((t, ev)) = sim.leases[w]
             .events
             .iter()
@@ -773,7 +782,8 @@ proptest! {
     #![proptest_config(config())]
 
     /// (e) An acquire with Wait::Bounded(w) completes (Acquired, or
-    /// NotAcquired) by start + w + one round trip when the network answers;
+    /// NotAcquired) by start + w + one round trip when the network answers
+    /// (+ one more when Redlock must write the fence back first);
     /// and it does not give up while the lock was free long enough before.
     #[test]
     fn bounded_wait_completes_in_time(c in wait_case()) {
