@@ -1,0 +1,92 @@
+'use strict'
+// The README's Node quick start (the ```js and ```ts blocks of its
+// "## Node.js" section), executed against the test server.
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawn, spawnSync } = require('node:child_process')
+const { redisUrl } = require('./helpers.js')
+
+const pkg = path.join(__dirname, '..')
+const readme = fs.readFileSync(path.join(pkg, '..', 'README.md'), 'utf8')
+
+function section() {
+  const start = readme.indexOf('\n## Node.js\n')
+  assert.ok(start >= 0, 'README has no "## Node.js" section')
+  const rest = readme.slice(start + 1)
+  const end = rest.slice(3).search(/\n## |\n<!-- section:/)
+  return end < 0 ? rest : rest.slice(0, end + 3)
+}
+
+function blocks(lang) {
+  const found = [...section().matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1])
+  assert.ok(found.length > 0, `no \`\`\`${lang} block in the Node section`)
+  return found
+}
+
+// Inside the package directory, so `require('fencelock')` / `import 'fencelock'`
+// resolve to this package (self-reference through "exports").
+const tmp = path.join(__dirname, '.readme-tmp')
+fs.mkdirSync(tmp, { recursive: true })
+
+function run(file, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [file], { cwd: pkg, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.stderr.on('data', (d) => (out += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`${file} did not exit within 20 s:\n${out}`))
+    }, 20_000)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      resolve({ code, out })
+    })
+  })
+}
+
+test('README JavaScript quick start runs', async () => {
+  const [js] = blocks('js')
+  const file = path.join(tmp, 'quickstart.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /holding invoice:42: fence \d+, valid for \d+ ms/)
+  assert.match(out, /total 42/)
+  assert.match(out, /TimeoutError/)
+  assert.match(out, /NOT_ACQUIRED/)
+})
+
+test('README TypeScript quick start type-checks and runs', async () => {
+  const ts = require('typescript')
+  const [source] = blocks('ts')
+  const file = path.join(tmp, 'quickstart.mts')
+  fs.writeFileSync(file, source)
+  const tsc = spawnSync(
+    process.execPath,
+    [
+      require.resolve('typescript/bin/tsc'),
+      '--noEmit',
+      '--strict',
+      '--target', 'es2022',
+      '--lib', 'es2022,esnext.disposable',
+      '--module', 'node16',
+      '--moduleResolution', 'node16',
+      '--types', 'node',
+      file,
+    ],
+    { cwd: pkg, encoding: 'utf8' },
+  )
+  assert.equal(tsc.status, 0, `${tsc.stdout}\n${tsc.stderr}`)
+  const js = ts.transpileModule(source, {
+    compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
+  }).outputText
+  const out = path.join(tmp, 'quickstart.mjs')
+  fs.writeFileSync(out, js)
+  const result = await run(out, { REDIS_URL: await redisUrl() })
+  assert.equal(result.code, 0, result.out)
+  assert.match(result.out, /Lease\(name="report:daily", fence=\d+\) \d+n/)
+  assert.match(result.out, /^7$/m)
+})
