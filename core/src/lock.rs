@@ -89,7 +89,8 @@ enum RoundKind {
         already: usize,
     },
     Extend {
-        by_user: bool,
+        /// Extend calls waiting for this round; 0 for an auto-renewal.
+        callers: usize,
     },
     Release,
 }
@@ -163,7 +164,10 @@ impl Lock {
     /// Start acquiring. Misuse (called twice) is `InvalidArgument`.
     pub fn acquire(&mut self, now: Instant) -> Result<(), Error> {
         if self.state != State::Idle {
-            return Err(Error::invalid("acquire was already called on this lock"));
+            return Err(Error::invalid(format!(
+                "acquire was already called for lock {}",
+                self.config.name
+            )));
         }
         self.state = State::Acquiring;
         self.acquire_started = Some(now);
@@ -175,31 +179,36 @@ impl Lock {
     /// Completes with `Extended` or `ExtendFailed` (`LockLost` at once if the
     /// lease is already known lost).
     pub fn extend(&mut self, now: Instant, ttl: Option<Ttl>) -> Result<(), Error> {
-        if self.state != State::Held {
-            return Err(Error::invalid(match self.state {
-                State::Idle | State::Acquiring => "extend needs a held lease",
-                _ => "extend after release",
-            }));
+        match self.state {
+            State::Idle | State::Acquiring => {
+                return Err(Error::invalid(format!(
+                    "lock {} is not acquired yet",
+                    self.config.name
+                )));
+            }
+            // Released (or lost and released): no longer held.
+            State::Releasing | State::Done => {
+                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+                return Ok(());
+            }
+            State::Held if self.lost => {
+                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+                return Ok(());
+            }
+            State::Held => {}
         }
-        if self.lost {
-            self.events.push_back(Event::ExtendFailed(self.lock_lost()));
-            return Ok(());
-        }
-        if matches!(
-            self.extend,
+        // A new extend supersedes one in flight (a renewal or the caller's):
+        // the later PEXPIRE wins on every node anyway, and every caller
+        // waiting gets the outcome of the last one.
+        let callers = match self.extend {
             Some(Round {
-                kind: RoundKind::Extend { by_user: true },
+                kind: RoundKind::Extend { callers },
                 ..
-            })
-        ) {
-            return Err(Error::invalid(
-                "an extend is already in progress on this lease",
-            ));
-        }
-        // A user extend supersedes a renewal in flight; the renewal's replies
-        // are then ignored (the later PEXPIRE wins on every node anyway).
+            }) => callers + 1,
+            _ => 1,
+        };
         self.current_ttl = ttl.unwrap_or(self.config.ttl);
-        self.send_extend(now, true);
+        self.send_extend(now, callers);
         Ok(())
     }
 
@@ -328,7 +337,7 @@ impl Lock {
                     self.mark_lost();
                 }
                 if !self.lost && self.extend.is_none() && self.renew_at.is_some_and(|t| now >= t) {
-                    self.send_extend(now, false);
+                    self.send_extend(now, 0);
                 }
             }
             _ => {}
@@ -558,18 +567,22 @@ impl Lock {
 
     // ---- holding -----------------------------------------------------------
 
-    fn send_extend(&mut self, now: Instant, by_user: bool) {
+    fn send_extend(&mut self, now: Instant, callers: usize) {
         self.extend = Some(self.fan_out(
             now,
-            RoundKind::Extend { by_user },
+            RoundKind::Extend { callers },
             self.current_ttl,
             |_| true,
         ));
     }
 
     fn finish_extend(&mut self, now: Instant, round: Round) {
-        let RoundKind::Extend { by_user } = round.kind else {
+        let RoundKind::Extend { callers } = round.kind else {
             unreachable!("only extends here")
+        };
+        let lost = self.lock_lost();
+        let tell = |events: &mut VecDeque<Event>, event: Event| {
+            events.extend(std::iter::repeat_n(event, callers));
         };
         let yes = round
             .outcomes
@@ -585,34 +598,26 @@ impl Lock {
         let quorum = self.quorum();
         if self.lost {
             // Lost while the extend was in flight (validity ran out): too late.
-            if by_user {
-                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
-            }
+            tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else if yes >= quorum && valid_until > now {
             self.valid_until = Some(valid_until);
             if self.config.auto_renew {
                 self.renew_at = Some(round.sent_at + renew_interval(round.ttl));
             }
-            if by_user {
-                self.events.push_back(Event::Extended { valid_until });
-            }
+            tell(&mut self.events, Event::Extended { valid_until });
         } else if no > self.config.nodes - quorum || (yes >= quorum) {
             // The lock is someone else's (or expired) on a majority.
             self.mark_lost();
-            if by_user {
-                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
-            }
+            tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else {
             // Redis trouble, not a verdict: the lease stays valid until its
             // deadline; a renewal tries again soon.
-            if by_user {
-                let message =
-                    first_failure(&round).unwrap_or_else(|| "no majority answered".to_owned());
-                self.events.push_back(Event::ExtendFailed(Error::redis(
-                    Some(&self.config.name),
-                    message,
-                )));
-            }
+            let message =
+                first_failure(&round).unwrap_or_else(|| "no majority answered".to_owned());
+            tell(
+                &mut self.events,
+                Event::ExtendFailed(Error::redis(Some(&self.config.name), message)),
+            );
             if self.config.auto_renew {
                 let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
                 self.renew_at = Some(now + retry);
@@ -1052,6 +1057,34 @@ mod tests {
         assert!(matches!(
             events(&mut l).as_slice(),
             [Event::AcquireFailed(Error::NotAcquired { .. })]
+        ));
+    }
+
+    #[test]
+    fn overlapping_extends_all_complete_and_extend_after_release_is_lock_lost() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, granted(1));
+        events(&mut l);
+        l.extend(ms(2), None).unwrap();
+        l.extend(ms(3), None).unwrap();
+        let cs = commands(&mut l);
+        assert_eq!(cs.len(), 2);
+        l.handle_reply(ms(4), cs[0].id, Reply::Int(1));
+        l.handle_reply(ms(4), cs[1].id, Reply::Int(1));
+        let extended = Event::Extended {
+            valid_until: ms(3 + 988),
+        };
+        assert_eq!(events(&mut l), vec![extended.clone(), extended]);
+        l.release(ms(5)).unwrap();
+        let [r] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(6), r.id, Reply::Int(1));
+        events(&mut l);
+        l.extend(ms(7), None).unwrap();
+        assert!(matches!(
+            events(&mut l).as_slice(),
+            [Event::ExtendFailed(Error::LockLost { .. })]
         ));
     }
 }
