@@ -18,9 +18,9 @@ fi
 py="$venv/bin/python"
 
 # Tools, once (pinned majors; pip is quiet when they are already there).
-if ! "$py" -c 'import maturin, pytest, mypy' 2>/dev/null \
+if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy' 2>/dev/null \
     || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1\.16\.'; then
-    "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest mypy
+    "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest pytest-timeout mypy
 fi
 
 # The real install path users take: a PEP 517 build of ./python from source
@@ -31,4 +31,6 @@ echo "test-python: pip install ./python"
 
 cd "$root/python"
 echo "test-python: pytest"
-"$py" -m pytest -q -p no:cacheprovider tests "$@"
+# The pytest script, not `python -m pytest`: the latter would put ./python
+# (the uninstalled source, without the compiled module) first on sys.path.
+"$venv/bin/pytest" -q -p no:cacheprovider tests "$@"

@@ -1,0 +1,196 @@
+"""Process-level behaviour: os.fork, Ctrl-C, logging."""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Callable, List
+
+import pytest
+
+import fencelock
+from conftest import Redis, Server, lock_keys, run, subscribers, wait_until
+
+
+def _wait_child(pid: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung (deadlock?)")
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
+def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: str, r: Redis, name: str) -> None:
+    client = fencelock.Client(redis_url)
+    aclient = fencelock.AsyncClient(redis_url)
+    # Runtime, connections and a held lease exist before the fork.
+    held = client.acquire(name + ":parent", ttl=30.0)
+
+    async def touch() -> None:
+        await (await aclient.acquire(name + ":a", ttl=5.0)).release()
+
+    run(touch())
+    stop = threading.Event()
+    errors: List[BaseException] = []
+
+    def busy() -> None:  # keeps runtime threads and the GIL busy during the fork
+        try:
+            while not stop.is_set():
+                client.acquire(name + ":busy", ttl=5.0, wait=5.0).release()
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=busy) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        children = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:  # child: must work, must not deadlock
+                code = 1
+                try:
+                    lease = client.acquire(name + ":child", ttl=5.0, wait=10.0)
+                    ok = Redis(redis_url).get(lock_keys(name + ":child")[0]) == lease.token.encode()
+                    lease.release()
+                    try:
+                        held.release()  # a parent's lease is not the child's
+                    except RuntimeError:
+                        pass
+                    else:
+                        ok = False
+
+                    async def child_async() -> None:
+                        lease = await aclient.acquire(name + ":child-a", ttl=5.0, wait=10.0)
+                        await lease.release()
+
+                    asyncio.run(child_async())
+                    code = 0 if ok else 2
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        for pid in children:
+            assert _wait_child(pid, 30) == 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert not errors, errors
+    # The parent is unaffected.
+    assert r.get(lock_keys(name + ":parent")[0]) == held.token.encode()
+    held.release()
+    client.acquire(name, ttl=1.0).release()
+    client.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_interrupts_blocking_acquire_promptly_and_leaves_nothing(redis_url: str, r: Redis, name: str) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    holder_client = fencelock.Client(redis_url)
+    client = fencelock.Client(redis_url)
+    holder = holder_client.acquire(name, ttl=30.0)
+    interrupted_at: List[float] = []
+
+    def interrupt() -> None:
+        wait_until(lambda: subscribers(r, name) > 0, what="the acquire to block")
+        interrupted_at.append(time.monotonic())
+        _thread.interrupt_main(signal.SIGINT)  # exactly what Ctrl-C does
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        client.acquire(name, ttl=30.0)  # waits forever unless interrupted
+    returned_at = time.monotonic()
+    t.join()
+    assert returned_at - interrupted_at[0] < 0.5, "Ctrl-C must return promptly"
+    wait_until(lambda: subscribers(r, name) == 0, what="the interrupted waiter to leave")
+    holder.release()
+    # Had the interrupted acquire stayed queued, it would take the lock now.
+    time.sleep(0.3)
+    assert r.execute("EXISTS", lock_keys(name)[0]) == 0
+    lease = client.acquire(name, ttl=1.0, wait=2.0)  # and the client still works
+    lease.release()
+    holder_client.close()
+    client.close()
+
+
+def test_ctrl_c_at_random_moments_of_a_blocked_acquire(redis_url: str, r: Redis, name: str) -> None:
+    """Interrupt blocked acquires after random delays (inside the Rust call:
+    a KeyboardInterrupt that lands in Python code after `acquire` returned is
+    Python's business, like for any other resource)."""
+    holder_client = fencelock.Client(redis_url)
+    client = fencelock.Client(redis_url)
+    holder = holder_client.acquire(name, ttl=30.0)
+    lock_key = lock_keys(name)[0]
+    for i in range(8):
+        timer = threading.Timer(0.001 + 0.013 * i, _thread.interrupt_main)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            client.acquire(name, ttl=30.0)
+        timer.join()
+    wait_until(lambda: subscribers(r, name) == 0, what="the interrupted waiters to leave")
+    holder.release()
+    time.sleep(0.3)
+    assert r.execute("EXISTS", lock_key) == 0
+    client.acquire(name, ttl=1.0, wait=2.0).release()
+    holder_client.close()
+    client.close()
+
+
+def test_logging_receives_diagnostics_but_never_tokens(redis_url: str, r: Redis, name: str,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="fencelock")
+    client = fencelock.Client(redis_url)
+    lease = client.acquire(name, ttl=0.3, auto_renew=True)
+    tokens = [lease.token]
+    r.execute("SCRIPT", "FLUSH")  # NOSCRIPT reload is logged
+    lost = threading.Event()
+    lease.on_lost(lambda _l: lost.set())
+    r.execute("DEL", lock_keys(name)[0])  # "lease lost" is logged (WARNING)
+    assert lost.wait(3)
+    other = client.acquire(name, ttl=1.0)
+    tokens.append(other.token)
+    other.release()
+    client.close()
+    records = [rec for rec in caplog.records if rec.name == "fencelock"]
+    messages = [rec.getMessage() for rec in records]
+    assert any("lost" in m for m in messages), messages
+    assert any(rec.levelno == logging.WARNING for rec in records), messages
+    assert any("NOSCRIPT" in m for m in messages), messages
+    for m in messages:
+        for token in tokens:
+            assert token not in m
+    # Level changes take effect: nothing below WARNING once raised.
+    caplog.clear()
+    caplog.set_level(logging.WARNING, logger="fencelock")
+    c2 = fencelock.Client(redis_url)
+    c2.acquire(name, ttl=1.0).release()
+    c2.close()
+    assert [rec for rec in caplog.records if rec.name == "fencelock" and rec.levelno < logging.WARNING] == []
+
+
+def test_password_never_logged(redis_server: Callable[..., Server], caplog: pytest.LogCaptureFixture,
+                               name: str) -> None:
+    server = redis_server(password="pw-top-secret")
+    caplog.set_level(logging.DEBUG, logger="fencelock")
+    c = fencelock.Client(server.url)
+    c.acquire(name, ttl=1.0).release()
+    c.close()
+    bad = fencelock.Client(server.url.replace("pw-top-secret", "pw-wrong-secret"))
+    with pytest.raises(fencelock.RedisError):
+        bad.acquire(name, ttl=1.0)
+    text = "\n".join(rec.getMessage() for rec in caplog.records)
+    assert "connected" in text
+    assert "top-secret" not in text and "wrong-secret" not in text

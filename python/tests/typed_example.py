@@ -1,0 +1,56 @@
+"""DESIGN.md §4 (Python), checked by `mypy --strict` in test_docs.py.
+Type-checked only: never executed."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Union
+
+import fencelock
+
+
+def sync_api() -> None:
+    client = fencelock.Client("redis://127.0.0.1:6379/0")
+    redlock = fencelock.Client(["redis://a:6379", "redis://b:6379", "redis://c:6379"])
+    lease: fencelock.Lease = client.acquire("invoice:42", ttl=10.0, wait=5.0)
+    maybe: Optional[fencelock.Lease] = client.try_acquire("invoice:42", ttl=10.0)
+    with client.lock("invoice:42", ttl=10.0, wait=5.0, auto_renew=False) as held:
+        name: Union[str, bytes] = held.name
+        token: str = held.token
+        fence: int = held.fence
+        valid_for: float = held.valid_for
+        lost: bool = held.lost
+        held.extend()
+        held.extend(ttl=30.0)
+        print(name, token, fence, valid_for, lost)
+    lease.on_lost(lambda lost_lease: print(lost_lease.fence))
+    lease.release()
+    if maybe is not None:
+        maybe.release()
+    client.close()
+    with redlock as c:
+        c.acquire(b"raw-bytes", ttl=1, wait=None).release()
+    try:
+        client.acquire("x", ttl=1.0, wait=0)
+    except fencelock.NotAcquired as e:
+        timeout: TimeoutError = e
+        base: fencelock.LockError = e
+        print(timeout, base)
+    except (fencelock.LockLost, fencelock.RedisError):
+        pass
+
+
+async def async_api() -> None:
+    aclient = fencelock.AsyncClient("redis://127.0.0.1:6379/0")
+    lease: fencelock.AsyncLease = await aclient.acquire("invoice:42", ttl=10.0, wait=5.0)
+    maybe: Optional[fencelock.AsyncLease] = await aclient.try_acquire("invoice:42", ttl=10.0)
+    async with aclient.lock("invoice:42", ttl=10.0) as held:
+        fences: List[int] = [held.fence]
+        print(fences, held.valid_for)
+    await lease.extend()
+    await lease.extend(ttl=30.0)
+    await lease.release()
+    if maybe is not None:
+        await maybe.release()
+    async with fencelock.AsyncClient(["redis://a", "redis://b", "redis://c"]) as redlock:
+        await (await redlock.acquire("x", ttl=1.0, on_lost=lambda l: print(l.lost))).release()
+    await aclient.close()
