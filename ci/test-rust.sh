@@ -7,4 +7,5 @@
 # otherwise the driver's fixtures start private redis-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --locked "$@"
+# --no-fail-fast: a failing test binary must not hide the results of the rest.
+cargo test --locked --no-fail-fast "$@"
