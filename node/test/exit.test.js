@@ -75,3 +75,22 @@ test('the event loop keeps running while acquire waits in Rust', async () => {
   )
   assert.equal(code, 0, out)
 })
+
+test('close() while an acquire waits: it rejects with RedisError and the process exits', async () => {
+  const { code, out } = await runScript(
+    script(`
+      const { RedisError } = require('fencelock')
+      const holder = await client.acquire(process.env.NAME, { ttl: 10000 })
+      const other = await Client.connect(process.env.URL)
+      const waiting = other.acquire(process.env.NAME, { ttl: 10000 }).then(() => 'acquired', (e) => e)
+      await new Promise((r) => setTimeout(r, 50))
+      await other.close()
+      const result = await waiting
+      if (!(result instanceof RedisError)) throw new Error('expected RedisError, got ' + result)
+      const after = await other.acquire(process.env.NAME, { ttl: 10000 }).then(() => 'acquired', (e) => e)
+      if (!(after instanceof RedisError)) throw new Error('acquire after close: ' + after)
+      await holder.release()`),
+    { URL: await redisUrl(), NAME: uniqueName('exit4') },
+  )
+  assert.equal(code, 0, out)
+})

@@ -194,11 +194,7 @@ fn urls_arg(value: Either3<String, Vec<String>, Unknown<'_>>) -> Result<Vec<Stri
     match value {
         Either3::A(url) => Ok(vec![url]),
         Either3::B(urls) => Ok(urls),
-        Either3::C(other) => Err(type_error(
-            "url",
-            "a string or an array of strings",
-            &other,
-        )),
+        Either3::C(other) => Err(type_error("url", "a string or an array of strings", &other)),
     }
 }
 
@@ -427,11 +423,7 @@ impl NativeLease {
     }
 
     #[napi]
-    pub fn extend<'env>(
-        &self,
-        env: &'env Env,
-        ttl: NumberArg<'_>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    pub fn extend<'env>(&self, env: &'env Env, ttl: NumberArg<'_>) -> Result<PromiseRaw<'env, ()>> {
         let ttl = ttl_arg("ttl", ttl)?.map(Ttl::as_duration);
         let lease = Arc::clone(&self.inner);
         env.spawn_future(async move { lease.extend(ttl).await.map_err(lock_error) })
