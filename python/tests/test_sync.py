@@ -127,11 +127,10 @@ def test_extend(client: fencelock.Client, r: Redis, name: str) -> None:
     lease.release()
 
 
-def test_extend_after_release_is_caller_misuse(client: fencelock.Client, r: Redis, name: str) -> None:
+def test_extend_after_release_is_lock_lost(client: fencelock.Client, r: Redis, name: str) -> None:
     lease = client.acquire(name, ttl=5.0)
     lease.release()
-    # The core calls this misuse (InvalidArgument), not a loss: ValueError.
-    with pytest.raises(ValueError):
+    with pytest.raises(fencelock.LockLost):
         lease.extend()
     assert r.execute("EXISTS", lock_keys(name)[0]) == 0
 
@@ -401,3 +400,45 @@ def test_wrong_type_keys(client: fencelock.Client, r: Redis, name: str) -> None:
     assert r.get(fence_key) == b"not-a-number"
     r.execute("DEL", fence_key)
     client.acquire(name, ttl=5.0).release()
+
+
+def test_on_lost_callback_may_call_back_into_fencelock(client: fencelock.Client, r: Redis, name: str) -> None:
+    done = threading.Event()
+    results: List[object] = []
+
+    def on_lost(lease: fencelock.Lease) -> None:
+        try:
+            lease.release()
+        except fencelock.LockLost:
+            results.append("LockLost")
+        again = client.acquire(name, ttl=5.0, wait=2.0)
+        results.append(again.fence > lease.fence)
+        again.release()
+        done.set()
+
+    lease = client.acquire(name, ttl=0.3, auto_renew=True, on_lost=on_lost)
+    r.execute("DEL", lock_keys(name)[0])
+    assert done.wait(5), results
+    assert results == ["LockLost", True]
+
+
+def test_on_lost_callback_errors_go_to_unraisablehook(client: fencelock.Client, r: Redis, name: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    seen = threading.Event()
+    caught: List[BaseException] = []
+
+    def hook(unraisable: "sys.UnraisableHookArgs") -> None:
+        if unraisable.exc_value is not None:
+            caught.append(unraisable.exc_value)
+        seen.set()
+
+    monkeypatch.setattr(sys, "unraisablehook", hook)
+
+    def broken(_lease: fencelock.Lease) -> None:
+        raise RuntimeError("callback bug")
+
+    lease = client.acquire(name, ttl=0.05, on_lost=broken)  # validity runs out
+    assert seen.wait(5)
+    assert lease.lost
+    assert isinstance(caught[0], RuntimeError)

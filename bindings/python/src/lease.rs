@@ -85,21 +85,26 @@ impl LeaseCore {
         let task = runtime::handle().spawn(async move {
             inner.lost_signal().await;
             drop(inner);
-            let _ = Python::try_attach(move |py| {
-                let Some(lease) = weak.bind(py).upgrade() else {
-                    return;
-                };
-                let outcome = match &event_loop {
-                    Some(event_loop) => event_loop
-                        .bind(py)
-                        .call_method1("call_soon_threadsafe", (callback.bind(py), &lease))
-                        .map(drop),
-                    None => callback.bind(py).call1((&lease,)).map(drop),
-                };
-                if let Err(err) = outcome {
-                    err.write_unraisable(py, Some(callback.bind(py)));
-                }
-            });
+            // On a blocking-pool thread: the callback may block (even call
+            // back into fencelock) without stalling the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || {
+                Python::try_attach(move |py| {
+                    let Some(lease) = weak.bind(py).upgrade() else {
+                        return;
+                    };
+                    let outcome = match &event_loop {
+                        Some(event_loop) => event_loop
+                            .bind(py)
+                            .call_method1("call_soon_threadsafe", (callback.bind(py), &lease))
+                            .map(drop),
+                        None => callback.bind(py).call1((&lease,)).map(drop),
+                    };
+                    if let Err(err) = outcome {
+                        err.write_unraisable(py, Some(callback.bind(py)));
+                    }
+                })
+            })
+            .await;
         });
         self.watchers
             .lock()
