@@ -1,0 +1,486 @@
+//! The fuzz harness for `fencelock_core::Lock`, shared by the libFuzzer
+//! target (`cargo fuzz run lock_sequences`) and the stable loop
+//! (`cargo run --bin stable_loop`).
+//!
+//! Input bytes become a lock configuration (1..=5 nodes, TTL, wait bound,
+//! auto-renewal) and a bounded sequence of operations: the application calls
+//! (`acquire`, `extend`, `release`, `cancel`), the inputs (`handle_reply` to
+//! an outstanding command or to any id at all, duplicates included,
+//! `handle_timeout`, `handle_wakeup`) and the passage of time. Replies are
+//! arbitrary: grants with any counter, "held" with any PTTL, 0/1, errors,
+//! unknown outcomes, garbage.
+//!
+//! After every step the harness checks the invariants below against a
+//! conservative model of what the nodes may hold (it believes the replies):
+//!
+//! 1. Command ids are unique and increasing, nodes are in range, and the
+//!    token never appears in `Debug` of a command, an event or the lock.
+//! 2. Misuse is reported as `InvalidArgument`, never a panic.
+//! 3. `Acquired` comes at most once, never after a cancel or a failed
+//!    acquire, with fence >= 1 equal to a counter some node returned, and a
+//!    `valid_until` no later than an acquire's send time + ttl - drift.
+//! 4. SAFETY: whenever `valid_for(now) > 0`, a majority of nodes is known
+//!    to still hold our key at `now` (a grant or successful extend sent at
+//!    `t` with ttl `d` keeps the key until at least `t + d`; any release we
+//!    sent may have removed it).
+//! 5. `Lost` comes at most once, and after it `valid_for` is zero.
+//! 6. `Done` has nothing in flight and no timer.
+//! 7. CLEANUP: after a final `cancel` and answering everything, the lock
+//!    reaches `Done`, and every node where an acquire may have set our key
+//!    (granted, unknown outcome, or unanswered) got a release sent after it.
+//! 8. Determinism: the same input yields the same trace.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use arbitrary::{Arbitrary, Unstructured};
+use fencelock_core::{
+    Command, CommandId, Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
+    RetryPolicy, Script, State, Token, Ttl, Wait,
+};
+
+const TOKEN: &str = "5ec12e7a-f00d-4bad-9cab-70ce17e5ec12";
+const MAX_OPS: usize = 256;
+/// Whether a malformed reply to an acquire must be compensated like an
+/// unknown outcome (set `FENCELOCK_FUZZ_STRICT_GARBAGE=1` to demand it).
+static STRICT_GARBAGE_FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum WaitChoice {
+    Forever,
+    TryOnce,
+    Bounded(u16),
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+enum ReplyChoice {
+    Granted(u16),
+    GrantedHuge(u64),
+    Held(i32),
+    Int(i8),
+    Nil,
+    Error,
+    Unknown,
+    Bulk(u8),
+    Array(Vec<i8>),
+}
+
+impl ReplyChoice {
+    fn to_reply(&self) -> Reply {
+        match self {
+            ReplyChoice::Granted(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(i64::from(*f))]),
+            ReplyChoice::GrantedHuge(f) => {
+                Reply::Array(vec![Reply::Int(1), Reply::Int(*f as i64)])
+            }
+            ReplyChoice::Held(p) => Reply::Array(vec![Reply::Int(0), Reply::Int(i64::from(*p))]),
+            ReplyChoice::Int(n) => Reply::Int(i64::from(*n)),
+            ReplyChoice::Nil => Reply::Nil,
+            ReplyChoice::Error => Reply::Error("WRONGTYPE fuzz".into()),
+            ReplyChoice::Unknown => Reply::Unknown("connection lost (fuzz)".into()),
+            ReplyChoice::Bulk(b) => Reply::Bulk(vec![*b]),
+            ReplyChoice::Array(items) => {
+                Reply::Array(items.iter().map(|&i| Reply::Int(i64::from(i))).collect())
+            }
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+enum Op {
+    Advance(u16),
+    Acquire,
+    Extend(Option<u16>),
+    Release,
+    Cancel,
+    Wakeup,
+    Timeout,
+    /// Jump to `poll_timeout()` (if any) and fire it.
+    FireTimer,
+    /// Answer the `pick`-th outstanding command.
+    Reply { pick: u8, reply: ReplyChoice },
+    /// Answer any id: stale, duplicate or never issued.
+    ReplyAnyId { id: u8, reply: ReplyChoice },
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    nodes: u8,
+    ttl_ms: u16,
+    wait: WaitChoice,
+    auto_renew: bool,
+    seed: u64,
+    ops: Vec<Op>,
+}
+
+#[derive(Debug, Clone)]
+struct Sent {
+    at: Instant,
+    command: Command,
+}
+
+/// The harness state: the lock plus the model of what the nodes may hold.
+struct Harness {
+    lock: Lock,
+    nodes: usize,
+    now: Instant,
+    next_id: Option<u64>,
+    /// Commands sent and not answered yet (by id).
+    outstanding: BTreeMap<u64, Sent>,
+    /// Every command ever sent (by id).
+    sent: BTreeMap<u64, Sent>,
+    /// Per node: our key is surely there until this instant.
+    holds_until: Vec<Option<Instant>>,
+    /// Per node: acquire command ids that may have set our key and were not
+    /// followed by a release to that node.
+    maybe_set: Vec<Vec<u64>>,
+    /// Counters returned by grants.
+    granted_fences: Vec<u64>,
+    acquired: bool,
+    acquire_over: bool,
+    cancelled: bool,
+    lost_events: usize,
+    trace: Vec<String>,
+}
+
+fn strict_garbage() -> bool {
+    *STRICT_GARBAGE_FLAG
+        .get_or_init(|| std::env::var_os("FENCELOCK_FUZZ_STRICT_GARBAGE").is_some())
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+impl Harness {
+    fn new(input: &Input) -> Harness {
+        let nodes = usize::from(input.nodes % 5) + 1;
+        let ttl = Ttl::from_millis(u64::from(input.ttl_ms).max(1)).expect("1..=65535 ms is valid");
+        let name = LockName::new("fuzz").expect("valid name");
+        let wait = match input.wait {
+            WaitChoice::Forever => Wait::Forever,
+            WaitChoice::TryOnce => Wait::TRY_ONCE,
+            WaitChoice::Bounded(w) => Wait::Bounded(ms(u64::from(w))),
+        };
+        let lock = Lock::new(LockConfig {
+            keys: KeySpace::default().keys(&name),
+            name,
+            token: Token(TOKEN.to_owned()),
+            ttl,
+            wait,
+            nodes,
+            auto_renew: input.auto_renew,
+            retry: RetryPolicy::default(),
+            seed: input.seed,
+        });
+        Harness {
+            lock,
+            nodes,
+            now: Instant::from_epoch(ms(1_000)),
+            next_id: None,
+            outstanding: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            holds_until: vec![None; nodes],
+            maybe_set: vec![Vec::new(); nodes],
+            granted_fences: Vec::new(),
+            acquired: false,
+            acquire_over: false,
+            cancelled: false,
+            lost_events: 0,
+            trace: Vec::new(),
+        }
+    }
+
+    fn quorum(&self) -> usize {
+        self.nodes / 2 + 1
+    }
+
+    fn misuse_ok(&mut self, what: &str, result: Result<(), Error>) {
+        match result {
+            Ok(()) => self.trace.push(format!("{what} ok")),
+            Err(Error::InvalidArgument(m)) => {
+                assert!(!m.contains(TOKEN), "token in a misuse message");
+                self.trace.push(format!("{what} misuse"));
+            }
+            Err(e) => panic!("{what} returned {e:?}: misuse must be InvalidArgument"),
+        }
+    }
+
+    fn step(&mut self, op: &Op) {
+        let now = self.now;
+        match op {
+            Op::Advance(d) => self.now = self.now + ms(u64::from(*d)),
+            Op::Acquire => {
+                let r = self.lock.acquire(now);
+                self.misuse_ok("acquire", r);
+            }
+            Op::Extend(ttl) => {
+                let ttl = ttl.map(|t| Ttl::from_millis(u64::from(t).max(1)).expect("valid"));
+                let r = self.lock.extend(now, ttl);
+                self.misuse_ok("extend", r);
+            }
+            Op::Release => {
+                let r = self.lock.release(now);
+                self.misuse_ok("release", r);
+            }
+            Op::Cancel => {
+                self.cancelled = true;
+                self.lock.cancel(now);
+            }
+            Op::Wakeup => self.lock.handle_wakeup(now),
+            Op::Timeout => self.lock.handle_timeout(now),
+            Op::FireTimer => {
+                if let Some(at) = self.lock.poll_timeout() {
+                    assert!(at < Instant::from_epoch(Duration::from_secs(1 << 40)));
+                    if at > self.now {
+                        self.now = at;
+                    }
+                    self.lock.handle_timeout(self.now);
+                }
+            }
+            Op::Reply { pick, reply } => {
+                if !self.outstanding.is_empty() {
+                    let at = usize::from(*pick) % self.outstanding.len();
+                    let id = *self.outstanding.keys().nth(at).expect("in range");
+                    self.answer(id, reply.to_reply());
+                }
+            }
+            Op::ReplyAnyId { id, reply } => {
+                let id = u64::from(*id);
+                if self.outstanding.contains_key(&id) {
+                    self.answer(id, reply.to_reply());
+                } else {
+                    // Stale/duplicate/unknown id: the core must ignore it;
+                    // the model learns nothing from it.
+                    self.lock.handle_reply(now, CommandId(id), reply.to_reply());
+                }
+            }
+        }
+        self.drain();
+    }
+
+    /// Feed a reply to an outstanding command, updating the model first.
+    fn answer(&mut self, id: u64, reply: Reply) {
+        let sent = self.outstanding.remove(&id).expect("outstanding");
+        let node = sent.command.node;
+        let ttl_ms = |c: &Command| -> u64 {
+            std::str::from_utf8(&c.args[1])
+                .expect("ttl arg is ascii")
+                .parse()
+                .expect("ttl arg is a number")
+        };
+        match sent.command.script {
+            Script::Acquire => match &reply {
+                Reply::Array(items) if matches!(items.as_slice(), [Reply::Int(1), Reply::Int(f)] if *f > 0) =>
+                {
+                    let [_, Reply::Int(f)] = items.as_slice() else {
+                        unreachable!()
+                    };
+                    self.granted_fences.push(*f as u64);
+                    let until = sent.at + ms(ttl_ms(&sent.command));
+                    self.holds_until[node] = Some(until);
+                }
+                Reply::Unknown(_) => {}
+                // "Held" or a server error: the script did not set our key.
+                Reply::Array(items) if matches!(items.as_slice(), [Reply::Int(0), _]) => {
+                    self.maybe_set[node].retain(|&a| a != id);
+                }
+                Reply::Error(_) => self.maybe_set[node].retain(|&a| a != id),
+                // A reply of the wrong shape: the script may have run. The
+                // core treats it as "nothing written" (no compensating
+                // release; .build/CORE_BUGS.md, finding F1). STRICT_GARBAGE
+                // demands a release as for an unknown outcome.
+                _ if !strict_garbage() => self.maybe_set[node].retain(|&a| a != id),
+                _ => {}
+            },
+            Script::Extend => {
+                if reply == Reply::Int(1) {
+                    let until = sent.at + ms(ttl_ms(&sent.command));
+                    // Only if the key was ours at execution: a 1 says so.
+                    let cur = self.holds_until[node];
+                    self.holds_until[node] = Some(cur.map_or(until, |c| c.max(until)));
+                } else if reply == Reply::Int(0) {
+                    self.holds_until[node] = None;
+                }
+            }
+            Script::Release | Script::RaiseFence => {}
+        }
+        let now = self.now;
+        self.lock.handle_reply(now, CommandId(id), reply);
+    }
+
+    fn drain(&mut self) {
+        let now = self.now;
+        while let Some(c) = self.lock.poll_command() {
+            if let Some(prev) = self.next_id {
+                assert!(c.id.0 > prev, "command ids must increase");
+            }
+            self.next_id = Some(c.id.0);
+            assert!(c.node < self.nodes, "node out of range");
+            let dbg = format!("{c:?}");
+            assert!(!dbg.contains(TOKEN), "token in Debug of a command");
+            match c.script {
+                Script::Acquire => {
+                    assert!(!self.acquired, "acquire command after the lease was granted");
+                    self.maybe_set[c.node].push(c.id.0);
+                }
+                Script::Release => {
+                    // Emission order is execution order on one connection:
+                    // everything acquired earlier on this node is gone.
+                    self.maybe_set[c.node].retain(|&a| a > c.id.0);
+                    self.holds_until[c.node] = None;
+                }
+                Script::Extend => {
+                    assert!(self.acquired, "extend before the lease was granted");
+                }
+                Script::RaiseFence => {
+                    let f: u64 = std::str::from_utf8(&c.args[0])
+                        .expect("ascii")
+                        .parse()
+                        .expect("number");
+                    assert!(self.granted_fences.contains(&f), "raise to a fence never granted");
+                }
+            }
+            self.trace.push(dbg);
+            let sent = Sent { at: now, command: c };
+            self.sent.insert(sent.command.id.0, sent.clone());
+            self.outstanding.insert(sent.command.id.0, sent);
+        }
+        while let Some(e) = self.lock.poll_event() {
+            let dbg = format!("{e:?}");
+            assert!(!dbg.contains(TOKEN), "token in Debug of an event");
+            match &e {
+                Event::Acquired { fence, valid_until } => {
+                    assert!(!self.acquired, "Acquired twice");
+                    assert!(!self.acquire_over, "Acquired after AcquireFailed");
+                    assert!(!self.cancelled, "Acquired after cancel");
+                    assert!(*fence >= 1, "fence 0");
+                    assert!(self.granted_fences.contains(fence), "fence never granted by a node");
+                    let ttl = self.lock.ttl();
+                    let latest_send = self
+                        .sent
+                        .values()
+                        .filter(|s| s.command.script == Script::Acquire)
+                        .map(|s| s.at)
+                        .max()
+                        .expect("an acquire was sent");
+                    assert!(
+                        *valid_until <= latest_send + ttl.as_duration().saturating_sub(ttl.drift()),
+                        "validity longer than the key lives"
+                    );
+                    if self.nodes > 1 {
+                        assert!(*valid_until > now, "Redlock lease granted without validity");
+                    }
+                    self.acquired = true;
+                }
+                Event::AcquireFailed(err) => {
+                    assert!(!self.acquired, "AcquireFailed after Acquired");
+                    assert!(!matches!(err, Error::InvalidArgument(_) | Error::LockLost { .. }));
+                    self.acquire_over = true;
+                }
+                Event::Lost => {
+                    self.lost_events += 1;
+                    assert_eq!(self.lost_events, 1, "Lost reported twice");
+                }
+                Event::Extended { valid_until } => {
+                    assert!(*valid_until <= now + ms(65_535), "extended too far");
+                }
+                _ => {}
+            }
+            self.trace.push(dbg);
+        }
+        self.check_state();
+    }
+
+    fn check_state(&mut self) {
+        let now = self.now;
+        let valid = self.lock.valid_for(now);
+        if !valid.is_zero() {
+            assert_eq!(self.lock.state(), State::Held, "valid but not held");
+            assert!(!self.lock.is_lost(), "valid but lost");
+            assert!(self.acquired, "valid without Acquired");
+            let holding = self
+                .holds_until
+                .iter()
+                .filter(|h| h.is_some_and(|h| h > now))
+                .count();
+            assert!(
+                holding >= self.quorum(),
+                "SAFETY: lease claims {valid:?} of validity but only {holding} of {} nodes surely hold the key",
+                self.nodes
+            );
+        }
+        if self.lost_events > 0 {
+            assert!(valid.is_zero(), "valid after Lost");
+            assert!(self.lock.is_lost());
+        }
+        if self.lock.state() == State::Done {
+            assert_eq!(self.lock.poll_timeout(), None, "Done with a timer");
+        }
+        let dbg = format!("{:?}", self.lock);
+        assert!(!dbg.contains(TOKEN), "token in Debug of the lock");
+    }
+
+    /// Cancel, then answer everything (unknown outcomes: the worst case)
+    /// and fire timers until the lock settles.
+    fn finish(&mut self) {
+        self.lock.cancel(self.now);
+        self.cancelled = true;
+        self.drain();
+        for _ in 0..64 {
+            if let Some(&id) = self.outstanding.keys().next() {
+                self.answer(id, Reply::Unknown("final drain".into()));
+                self.drain();
+            } else if let Some(at) = self.lock.poll_timeout() {
+                self.now = self.now.max(at);
+                self.lock.handle_timeout(self.now);
+                self.drain();
+            } else {
+                break;
+            }
+        }
+        assert!(self.outstanding.is_empty(), "commands still coming after cancel");
+        assert_eq!(self.lock.state(), State::Done, "not Done after cancel and drain");
+        for (node, ids) in self.maybe_set.iter().enumerate() {
+            assert!(
+                ids.is_empty(),
+                "CLEANUP: node {node} may still hold our key (acquire ids {ids:?}) with no release after it"
+            );
+        }
+    }
+}
+
+fn run_trace(input: &Input) -> Vec<String> {
+    let verbose = std::env::var_os("FENCELOCK_FUZZ_VERBOSE").is_some();
+    let mut h = Harness::new(input);
+    if verbose {
+        eprintln!("nodes={} ttl={:?} wait={:?} auto_renew={}", h.nodes, h.lock.ttl(), input.wait, input.auto_renew);
+    }
+    for op in input.ops.iter().take(MAX_OPS) {
+        if verbose {
+            eprintln!("t={:?} {op:?}", h.now.since_epoch());
+        }
+        let before = h.trace.len();
+        h.step(op);
+        if verbose {
+            for line in &h.trace[before..] {
+                eprintln!("    -> {line}");
+            }
+        }
+    }
+    if verbose {
+        eprintln!("t={:?} final cancel + drain", h.now.since_epoch());
+    }
+    h.finish();
+    h.trace
+}
+
+/// One fuzz case. Panics on an invariant violation.
+pub fn run(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok(input) = Input::arbitrary(&mut u) else {
+        return;
+    };
+    let first = run_trace(&input);
+    let second = run_trace(&input);
+    assert_eq!(first, second, "the core is not deterministic");
+}
