@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -37,6 +38,8 @@ def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: s
     aclient = fencelock.AsyncClient(redis_url)
     # Runtime, connections and a held lease exist before the fork.
     held = client.acquire(name + ":parent", ttl=30.0)
+    spare = fencelock.Client(redis_url)
+    spare.acquire(name + ":spare", ttl=5.0).release()
 
     async def touch() -> None:
         await (await aclient.acquire(name + ":a", ttl=5.0)).release()
@@ -57,8 +60,16 @@ def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: s
         t.start()
     try:
         children = []
-        for _ in range(3):
+        for k in range(4):
             pid = os.fork()
+            if pid == 0 and k == 3:  # child that only drops the parent's objects
+                try:
+                    del held, spare  # their destructors must not touch the parent's runtime
+                    gc.collect()
+                    fresh = fencelock.Client(redis_url)
+                    fresh.acquire(name + ":fresh", ttl=5.0, wait=10.0).release()
+                finally:
+                    os._exit(0)
             if pid == 0:  # child: must work, must not deadlock
                 code = 1
                 try:
@@ -93,6 +104,7 @@ def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: s
     held.release()
     client.acquire(name, ttl=1.0).release()
     client.close()
+    spare.close()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -117,6 +117,17 @@ impl Connector {
     }
 }
 
+impl Drop for Connector {
+    fn drop(&mut self) {
+        // In a forked child the parent's connections belong to a runtime
+        // whose threads do not exist here: never run their destructors.
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if state.pid != std::process::id() {
+            std::mem::forget(std::mem::take(&mut state.cell));
+        }
+    }
+}
+
 /// Converted `acquire` arguments.
 struct Request {
     name: Name,
