@@ -512,6 +512,13 @@ async fn every_bad_input_is_invalid_argument_and_writes_nothing() {
         let r = client.try_acquire(name, options).await;
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     }
+    assert_eq!(
+        monitor.commands(),
+        Vec::<String>::new(),
+        "an invalid call reached Redis"
+    );
+    assert_eq!(dbsize(&url), 0, "an invalid call wrote to Redis");
+    monitor.commands();
     // The largest valid TTL is fine.
     let lease = client
         .acquire("max-ttl", &LockOptions::new(Duration::from_millis(1 << 40)))
