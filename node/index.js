@@ -109,17 +109,12 @@ function signalOf(options) {
 class Lease {
   #native
   #name
-  #controller = new AbortController()
+  #controller = null
 
   constructor(key, handle) {
     if (key !== kCreate) throw new TypeError('Lease objects come from Client#acquire()')
     this.#native = handle
     this.#name = handle.name
-    const controller = this.#controller
-    // Native side: called once, from Rust, when the driver reports the loss.
-    // The callback holds only the controller, so an unreleased lease can
-    // still be garbage-collected; it never keeps the process alive.
-    handle.watchLost((message) => controller.abort(fromNative(new Error(message))))
   }
 
   /** The lock name, as given to acquire (string or Buffer). */
@@ -144,10 +139,24 @@ class Lease {
   }
   /** True once the lease is known to be lost. */
   get lost() {
-    return this.#native.lost || this.#controller.signal.aborted
+    return this.#native.lost || this.#controller?.signal.aborted === true
   }
   /** Aborted (with a LockLostError as reason) when the lease is lost. */
   get signal() {
+    // Created on first use: leases nobody watches cost no watcher.
+    if (this.#controller === null) {
+      const controller = (this.#controller = new AbortController())
+      const abort = (message) => controller.abort(fromNative(new Error(message)))
+      const lost = this.#native.lostMessage()
+      if (lost !== null) {
+        abort(lost)
+      } else {
+        // Called once, from Rust, when the driver reports the loss. The
+        // callback holds only the controller, so an unreleased lease can
+        // still be garbage-collected; it never keeps the process alive.
+        this.#native.watchLost(abort)
+      }
+    }
     return this.#controller.signal
   }
 

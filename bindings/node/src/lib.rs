@@ -361,6 +361,11 @@ impl Drop for NativeLease {
     }
 }
 
+fn lost_message(lease: &fencelock::Lease) -> String {
+    let name = lease.lock_name().clone();
+    lock_error(fencelock::Error::LockLost { name }).reason
+}
+
 #[napi]
 impl NativeLease {
     #[napi(getter)]
@@ -400,6 +405,12 @@ impl NativeLease {
         self.inner.lost()
     }
 
+    /// The tagged `LOCK_LOST: ...` message if the lease is known lost, else null.
+    #[napi]
+    pub fn lost_message(&self) -> Option<String> {
+        self.inner.lost().then(|| lost_message(&self.inner))
+    }
+
     /// Call `callback(message)` once if the lease is lost; one watcher per lease.
     #[napi]
     pub fn watch_lost(&self, callback: LostCallback) -> Result<()> {
@@ -412,9 +423,7 @@ impl NativeLease {
         napi::bindgen_prelude::spawn(async move {
             tokio::select! {
                 _ = lease.lost_signal() => {
-                    let name = lease.lock_name().clone();
-                    let message = lock_error(fencelock::Error::LockLost { name }).reason;
-                    callback.call(message, ThreadsafeFunctionCallMode::NonBlocking);
+                    callback.call(lost_message(&lease), ThreadsafeFunctionCallMode::NonBlocking);
                 }
                 _ = rx => {}
             }
