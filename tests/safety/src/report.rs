@@ -1,0 +1,152 @@
+//! The table `make safety` prints and the docs/safety.md it writes.
+
+use crate::run::{Config, Row};
+
+fn cell(n: usize, guaranteed: bool) -> String {
+    if guaranteed {
+        n.to_string()
+    } else {
+        format!("{n} (not promised)")
+    }
+}
+
+fn verdict(row: &Row) -> &'static str {
+    match (row.pass, row.spec.control) {
+        (true, false) => "PASS",
+        (true, true) => "PASS (violations found, as required)",
+        (false, true) => "FAIL (control found nothing)",
+        (false, false) => "FAIL",
+    }
+}
+
+pub fn line(row: &Row) -> String {
+    let v = &row.verdict;
+    format!(
+        "{:<18} {:>6} CS {:>4} faults  a={} b={} c={} d={} e={}  {:.1}s  {}{}",
+        row.spec.name,
+        v.critical_sections,
+        row.faults,
+        v.a.len(),
+        v.b.len(),
+        v.c.len(),
+        v.d.len(),
+        v.e.len(),
+        row.seconds,
+        verdict(row),
+        row.error
+            .as_ref()
+            .map(|e| format!("  ERROR: {e}"))
+            .unwrap_or_default()
+    )
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut t = String::from(
+        "| scenario | workers | critical sections | faults injected | writes accepted / rejected | (a) stale write accepted | (b) overlapping valid leases | (c) lease not ended | (d) held after run | (e) fence order | ended: released / lost / expired | result |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+    );
+    for r in rows {
+        let v = &r.verdict;
+        t.push_str(&format!(
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} / {} / {} | {}{} |\n",
+            r.spec.name,
+            r.langs,
+            v.critical_sections,
+            r.faults,
+            v.writes_accepted,
+            v.writes_rejected,
+            if r.spec.control {
+                format!("{} (control: expected)", v.a.len())
+            } else {
+                v.a.len().to_string()
+            },
+            cell(v.b.len(), r.spec.b_guaranteed),
+            v.c.len(),
+            v.d.len(),
+            cell(v.e.len(), r.spec.e_guaranteed),
+            v.released,
+            v.lost,
+            v.expired,
+            verdict(r),
+            r.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        ));
+    }
+    let total: usize = rows.iter().map(|r| r.verdict.critical_sections).sum();
+    let faults: usize = rows.iter().map(|r| r.faults).sum();
+    t.push_str(&format!(
+        "| **all** | | **{total}** | **{faults}** | | | | | | | | |\n"
+    ));
+    t
+}
+
+pub fn print_details(row: &Row) {
+    let v = &row.verdict;
+    for (what, list) in [
+        ("(a)", &v.a),
+        ("(b)", &v.b),
+        ("(c)", &v.c),
+        ("(d)", &v.d),
+        ("(e)", &v.e),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        println!("{} {what}: {} finding(s), e.g.:", row.spec.name, list.len());
+        for m in list.iter().take(3) {
+            println!("    {m}");
+        }
+    }
+}
+
+pub fn document(rows: &[Row], cfg: &Config, quick: bool, fuzz: Option<&str>) -> String {
+    let mut d = String::new();
+    d.push_str(include_str!("../safety-head.md"));
+    d.push_str(&format!(
+        "\n## Last run\n\n`make safety`{}: {} s per scenario (controls half), {} workers per \
+         scenario ({}), seed {}.\n\n",
+        if quick { " (quick subset)" } else { "" },
+        cfg.seconds,
+        cfg.workers,
+        cfg.langs.join(", "),
+        cfg.seed
+    ));
+    d.push_str(&table(rows));
+    d.push('\n');
+    for r in rows {
+        let v = &r.verdict;
+        let lists = [
+            ("(a)", &v.a),
+            ("(b)", &v.b),
+            ("(c)", &v.c),
+            ("(d)", &v.d),
+            ("(e)", &v.e),
+        ];
+        if lists.iter().all(|(_, l)| l.is_empty()) {
+            continue;
+        }
+        d.push_str(&format!("- **{}** examples:", r.spec.name));
+        for (what, l) in lists {
+            if let Some(first) = l.first() {
+                d.push_str(&format!(" {what} {first};"));
+            }
+        }
+        d.push('\n');
+    }
+    d.push_str("\n### Scenarios\n\n| scenario | fault | (b) promised | (e) promised |\n| --- | --- | --- | --- |\n");
+    for r in rows {
+        d.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            r.spec.name,
+            r.spec.what,
+            if r.spec.b_guaranteed { "yes" } else { "no" },
+            if r.spec.e_guaranteed { "yes" } else { "no" }
+        ));
+    }
+    if let Some(f) = fuzz {
+        d.push_str(&format!("\n### Fuzzing (this run)\n\n{f}\n"));
+    }
+    d
+}

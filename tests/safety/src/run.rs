@@ -1,0 +1,582 @@
+//! The orchestrator: for each named scenario, start private redis-servers
+//! (and the proxy), the protected resource and a mix of workers, run the
+//! scenario's nemesis until its time is up, let the workers finish, check
+//! that nothing stays held, and hand the histories to the checker.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+use crate::checker::{self, Verdict};
+use crate::clock::{mono_ns, sha256_hex};
+use crate::history;
+use crate::proxy::Proxy;
+use crate::redis_server::RedisServer;
+use crate::resource::Resource;
+use crate::resp;
+use crate::worker::WorkerArgs;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topo {
+    Single,
+    Proxied,
+    Redlock5,
+    Failover,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    KillHolder,
+    PauseHolder,
+    RestartImmediate,
+    RestartDelayed,
+    ScriptFlush,
+    ClientKill,
+    ProxyLatency,
+    ProxyDrop,
+    RedlockMinority,
+    Failover,
+}
+
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub name: &'static str,
+    pub topo: Topo,
+    pub fault: Fault,
+    /// Resource fence check disabled: the run must find (a) violations.
+    pub control: bool,
+    /// Whether the README promises (b) under this fault.
+    pub b_guaranteed: bool,
+    /// Whether fences must increase in real-time order (Redis keeps data).
+    pub e_guaranteed: bool,
+    pub ttl_ms: u64,
+    pub work_ms: u64,
+    /// Share of the configured scenario time.
+    pub time_share: f64,
+    pub what: &'static str,
+}
+
+pub fn scenarios() -> Vec<Spec> {
+    let s = |name, topo, fault, b, e, ttl_ms, what| Spec {
+        name,
+        topo,
+        fault,
+        control: false,
+        b_guaranteed: b,
+        e_guaranteed: e,
+        ttl_ms,
+        work_ms: 2,
+        time_share: 1.0,
+        what,
+    };
+    vec![
+        s("baseline", Topo::Single, Fault::None, true, true, 1000, "no faults, single Redis"),
+        s("kill-holder", Topo::Single, Fault::KillHolder, true, true, 1000,
+          "SIGKILL the process holding the lock (found by its token); a fresh worker replaces it"),
+        Spec { work_ms: 5, ..s("pause-holder", Topo::Single, Fault::PauseHolder, true, true, 500,
+          "SIGSTOP the holder for ttl + 300 ms, then SIGCONT: it wakes up and writes with its old fence") },
+        s("restart-immediate", Topo::Single, Fault::RestartImmediate, false, false, 1000,
+          "SIGKILL redis-server and restart it at once, empty (no persistence)"),
+        s("restart-delayed", Topo::Single, Fault::RestartDelayed, true, false, 1000,
+          "SIGKILL redis-server, keep it down for the max TTL, restart it empty"),
+        s("script-flush", Topo::Single, Fault::ScriptFlush, true, true, 1000,
+          "SCRIPT FLUSH every 100-400 ms (EVALSHA gets NOSCRIPT)"),
+        s("client-kill", Topo::Single, Fault::ClientKill, true, true, 1000,
+          "CLIENT KILL TYPE normal / pubsub every 200-600 ms (the library's connections)"),
+        s("proxy-latency", Topo::Proxied, Fault::ProxyLatency, true, true, 1000,
+          "TCP proxy adds 0-150 ms per chunk, changing every 0.5-1.5 s"),
+        s("proxy-drop", Topo::Proxied, Fault::ProxyDrop, true, true, 1000,
+          "TCP proxy cuts every connection every 100-500 ms (unknown outcomes)"),
+        s("redlock-minority", Topo::Redlock5, Fault::RedlockMinority, true, false, 3000,
+          "Redlock over 5 nodes: 2 nodes SIGSTOPped past the TTL, or killed and restarted empty after the TTL"),
+        s("failover", Topo::Failover, Fault::Failover, false, false, 1000,
+          "primary + replica behind the proxy: replica stalled, primary SIGKILLed, replica promoted (REPLICAOF NO ONE)"),
+        Spec { control: true, time_share: 0.5, work_ms: 5,
+          ..s("control-pause", Topo::Single, Fault::PauseHolder, true, true, 500,
+          "pause-holder with the resource's fence check DISABLED: must report (a)") },
+        Spec { control: true, time_share: 0.5,
+          ..s("control-failover", Topo::Failover, Fault::Failover, false, false, 1000,
+          "failover with the resource's fence check DISABLED: must report (a)") },
+    ]
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub seconds: f64,
+    pub langs: Vec<String>,
+    pub workers: usize,
+    pub run_dir: PathBuf,
+    pub repo: PathBuf,
+    pub seed: u64,
+}
+
+#[derive(Debug)]
+pub struct Row {
+    pub spec: Spec,
+    pub langs: String,
+    pub faults: usize,
+    pub verdict: Verdict,
+    pub seconds: f64,
+    pub pass: bool,
+    pub error: Option<String>,
+}
+
+struct WorkerProc {
+    id: String,
+    lang: String,
+    child: Child,
+    history: PathBuf,
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+struct Ctx<'a> {
+    spec: &'a Spec,
+    cfg: &'a Config,
+    dir: PathBuf,
+    lock: String,
+    lock_key: Vec<u8>,
+    servers: Vec<RedisServer>,
+    /// Failover: index of the current primary in `servers`.
+    primary: usize,
+    proxy: Option<Proxy>,
+    client_urls: Vec<String>,
+    resource_port: u16,
+    workers: Vec<WorkerProc>,
+    retired: Vec<WorkerProc>,
+    killed: HashSet<String>,
+    started: Vec<String>,
+    spawned: usize,
+    faults: usize,
+    rng: Rng,
+    deadline: u64,
+}
+
+fn sleep_ms(ms: u64) -> tokio::time::Sleep {
+    tokio::time::sleep(Duration::from_millis(ms))
+}
+
+impl Ctx<'_> {
+    fn worker_args(&self, id: &str, history: &Path) -> WorkerArgs {
+        let remaining = self.deadline.saturating_sub(mono_ns()) as f64 / 1e9;
+        WorkerArgs {
+            id: id.to_owned(),
+            urls: self.client_urls.clone(),
+            lock: self.lock.clone(),
+            ttl_ms: self.spec.ttl_ms,
+            wait_ms: 2 * self.spec.ttl_ms + 1000,
+            work_ms: self.spec.work_ms,
+            iterations: 1_000_000,
+            seconds: remaining.max(0.5),
+            resource: self.resource_port,
+            history: history.to_owned(),
+        }
+    }
+
+    fn spawn_worker(&mut self, slot: usize) -> Result<(), String> {
+        let lang = self.cfg.langs[slot % self.cfg.langs.len()].clone();
+        self.spawned += 1;
+        let id = format!("{lang}-{slot}.{}", self.spawned);
+        let history = self.dir.join(format!("{id}.jsonl"));
+        let args = self.worker_args(&id, &history).to_args();
+        let repo = &self.cfg.repo;
+        let mut cmd = match lang.as_str() {
+            "rust" => {
+                let mut c = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+                c.arg("worker");
+                c
+            }
+            "python" => {
+                let mut c = Command::new(repo.join(".build/venv/bin/python"));
+                c.arg(repo.join("tests/safety/workers/worker.py"));
+                c
+            }
+            "node" => {
+                let mut c = Command::new("node");
+                c.arg(repo.join("tests/safety/workers/worker.js"));
+                c
+            }
+            other => return Err(format!("unknown worker language {other}")),
+        };
+        let stderr = std::fs::File::create(self.dir.join(format!("{id}.stderr")))
+            .map_err(|e| e.to_string())?;
+        let child = cmd
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("spawn {lang} worker: {e}"))?;
+        if let Some(pid) = child.id() {
+            let _ = std::fs::write(self.dir.join(format!("{id}.pid")), pid.to_string());
+        }
+        self.started.push(id.clone());
+        self.workers.push(WorkerProc {
+            id,
+            lang,
+            child,
+            history,
+        });
+        Ok(())
+    }
+
+    /// The port to read the lock key from (bypassing the proxy).
+    fn data_port(&self) -> u16 {
+        self.servers[self.primary].port
+    }
+
+    /// The live worker whose lease currently holds the lock, if any.
+    async fn holder(&self) -> Option<usize> {
+        let token = resp::cmd(self.data_port(), &[b"GET", &self.lock_key])
+            .await
+            .ok()?;
+        let hash = sha256_hex(token.as_bytes()?);
+        let needle = format!("\"ev\":\"acquired\",\"lease\":\"{hash}\"");
+        self.workers.iter().position(|w| {
+            std::fs::read_to_string(&w.history).is_ok_and(|h| h.contains(&needle))
+        })
+    }
+
+    fn signal_worker(&self, i: usize, sig: Signal) {
+        if let Some(pid) = self.workers[i].child.id() {
+            let _ = kill(Pid::from_raw(pid as i32), sig);
+        }
+    }
+
+    async fn nemesis_step(&mut self) -> Result<(), String> {
+        let ttl = self.spec.ttl_ms;
+        match self.spec.fault {
+            Fault::None => sleep_ms(200).await,
+            Fault::KillHolder => {
+                sleep_ms(self.rng.range(500, 1500)).await;
+                if let Some(i) = self.holder().await {
+                    self.signal_worker(i, Signal::SIGKILL);
+                    let mut w = self.workers.remove(i);
+                    let _ = w.child.wait().await;
+                    self.killed.insert(w.id.clone());
+                    let slot: usize = w.id.split(['-', '.']).nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                    self.retired.push(w);
+                    self.faults += 1;
+                    if mono_ns() + 1_000_000_000 < self.deadline {
+                        self.spawn_worker(slot)?;
+                    }
+                }
+            }
+            Fault::PauseHolder => {
+                sleep_ms(self.rng.range(300, 800)).await;
+                if let Some(i) = self.holder().await {
+                    self.signal_worker(i, Signal::SIGSTOP);
+                    self.faults += 1;
+                    sleep_ms(ttl + 300).await;
+                    self.signal_worker(i, Signal::SIGCONT);
+                }
+            }
+            Fault::RestartImmediate => {
+                sleep_ms(self.rng.range(1000, 2000)).await;
+                self.servers[0].restart(None).await?;
+                self.faults += 1;
+            }
+            Fault::RestartDelayed => {
+                sleep_ms(self.rng.range(1000, 2000)).await;
+                self.servers[0].kill_now(Signal::SIGKILL);
+                self.faults += 1;
+                sleep_ms(ttl + 200).await;
+                self.servers[0].restart(None).await?;
+            }
+            Fault::ScriptFlush => {
+                sleep_ms(self.rng.range(100, 400)).await;
+                if resp::cmd_str(self.data_port(), &["SCRIPT", "FLUSH"]).await.is_ok() {
+                    self.faults += 1;
+                }
+            }
+            Fault::ClientKill => {
+                sleep_ms(self.rng.range(200, 600)).await;
+                let kind = if self.rng.next() % 3 == 0 { "pubsub" } else { "normal" };
+                if let Ok(resp::Value::Int(n)) =
+                    resp::cmd_str(self.data_port(), &["CLIENT", "KILL", "TYPE", kind]).await
+                {
+                    if n > 0 {
+                        self.faults += 1;
+                    }
+                }
+            }
+            Fault::ProxyLatency => {
+                let latency = [0, 2, 10, 50, 150][self.rng.range(0, 4) as usize];
+                let proxy = self.proxy.as_ref().expect("proxied topology");
+                proxy.set_latency(latency);
+                if latency > 0 {
+                    self.faults += 1;
+                }
+                sleep_ms(self.rng.range(500, 1500)).await;
+            }
+            Fault::ProxyDrop => {
+                sleep_ms(self.rng.range(100, 500)).await;
+                let proxy = self.proxy.as_ref().expect("proxied topology");
+                if proxy.drop_all() > 0 {
+                    self.faults += 1;
+                }
+            }
+            Fault::RedlockMinority => {
+                sleep_ms(self.rng.range(500, 1000)).await;
+                let a = self.rng.range(0, 4) as usize;
+                let b = (a + 1 + self.rng.range(0, 3) as usize) % 5;
+                self.faults += 1;
+                if self.rng.next() % 2 == 0 {
+                    self.servers[a].signal(Signal::SIGSTOP);
+                    self.servers[b].signal(Signal::SIGSTOP);
+                    sleep_ms(ttl + 300).await;
+                    self.servers[a].signal(Signal::SIGCONT);
+                    self.servers[b].signal(Signal::SIGCONT);
+                } else {
+                    self.servers[a].kill_now(Signal::SIGKILL);
+                    self.servers[b].kill_now(Signal::SIGKILL);
+                    // The delayed-restart rule: down for at least the max TTL.
+                    sleep_ms(ttl + 300).await;
+                    self.servers[a].restart(None).await?;
+                    self.servers[b].restart(None).await?;
+                }
+            }
+            Fault::Failover => {
+                sleep_ms(self.rng.range(800, 1500)).await;
+                let (p, r) = (self.primary, 1 - self.primary);
+                // Replication lag: the replica stops receiving (it is
+                // promoted right now, REPLICAOF NO ONE, but nobody talks to
+                // it yet), the primary keeps granting for 150 ms, then dies
+                // with those writes. (SIGSTOP of the replica would not do:
+                // the kernel buffers the stream and delivers it on SIGCONT.)
+                let promoted =
+                    resp::cmd_str(self.servers[r].port, &["REPLICAOF", "NO", "ONE"]).await;
+                if !matches!(promoted, Ok(resp::Value::Str(_))) {
+                    return Err(format!("REPLICAOF NO ONE failed: {promoted:?}"));
+                }
+                sleep_ms(150).await;
+                self.servers[p].kill_now(Signal::SIGKILL);
+                let proxy = self.proxy.as_ref().expect("failover uses the proxy");
+                proxy.set_upstream(self.servers[r].port);
+                proxy.drop_all();
+                self.primary = r;
+                self.faults += 1;
+                let new_primary = self.servers[r].port;
+                self.servers[p].restart(Some(new_primary)).await?;
+                self.servers[p].wait_replica_synced().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the nemesis: everything running and unpaused again.
+    async fn heal(&mut self) -> Result<(), String> {
+        for i in 0..self.workers.len() {
+            self.signal_worker(i, Signal::SIGCONT);
+        }
+        if let Some(p) = &self.proxy {
+            p.set_latency(0);
+        }
+        for s in &mut self.servers {
+            s.signal(Signal::SIGCONT);
+            if !s.is_running() {
+                s.restart(None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// (d): after the workers exit, no lock key may remain once a TTL has
+    /// passed, and no lock key may ever be without a TTL.
+    async fn final_check(&self) -> Vec<String> {
+        let mut findings = Vec::new();
+        let ports: Vec<u16> = match self.spec.topo {
+            Topo::Failover => vec![self.data_port()],
+            _ => self.servers.iter().map(|s| s.port).collect(),
+        };
+        let mut wait_ms = 0i64;
+        for &port in &ports {
+            match resp::cmd(port, &[b"PTTL", &self.lock_key]).await {
+                Ok(resp::Value::Int(-1)) => {
+                    findings.push(format!("lock key without TTL on 127.0.0.1:{port}"))
+                }
+                Ok(resp::Value::Int(ms)) => wait_ms = wait_ms.max(ms),
+                other => findings.push(format!("PTTL on 127.0.0.1:{port}: {other:?}")),
+            }
+        }
+        if wait_ms > self.spec.ttl_ms as i64 {
+            findings.push(format!("lock key PTTL {wait_ms} ms exceeds the TTL"));
+        }
+        if wait_ms > 0 {
+            sleep_ms(wait_ms.clamp(0, self.spec.ttl_ms as i64) as u64 + 50).await;
+        }
+        for &port in &ports {
+            if let Ok(resp::Value::Int(1)) = resp::cmd(port, &[b"EXISTS", &self.lock_key]).await {
+                findings.push(format!("lock still held on 127.0.0.1:{port} after its TTL"));
+            }
+        }
+        findings
+    }
+}
+
+pub async fn run_scenario(spec: &Spec, cfg: &Config, index: u64) -> Row {
+    let t_start = mono_ns();
+    let mut row = Row {
+        spec: spec.clone(),
+        langs: cfg.langs.join("+"),
+        faults: 0,
+        verdict: Verdict::default(),
+        seconds: 0.0,
+        pass: false,
+        error: None,
+    };
+    match run_inner(spec, cfg, index).await {
+        Ok((faults, verdict)) => {
+            row.faults = faults;
+            row.verdict = verdict;
+        }
+        Err(e) => row.error = Some(e),
+    }
+    let v = &row.verdict;
+    row.pass = row.error.is_none()
+        && v.c.is_empty()
+        && v.d.is_empty()
+        && v.critical_sections > 0
+        && if spec.control {
+            !v.a.is_empty()
+        } else {
+            v.a.is_empty()
+                && (v.b.is_empty() || !spec.b_guaranteed)
+                && (v.e.is_empty() || !spec.e_guaranteed)
+        };
+    row.seconds = (mono_ns() - t_start) as f64 / 1e9;
+    row
+}
+
+async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verdict), String> {
+    let dir = cfg.run_dir.join(spec.name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let lock = format!("safety-{}-{:x}", spec.name, cfg.seed);
+    let lock_key = format!("fencelock:{{{lock}}}").into_bytes();
+
+    let mut servers = Vec::new();
+    let mut proxy = None;
+    let client_urls;
+    match spec.topo {
+        Topo::Single => {
+            servers.push(RedisServer::start(&dir, "redis", None).await?);
+            client_urls = vec![servers[0].url()];
+        }
+        Topo::Proxied => {
+            servers.push(RedisServer::start(&dir, "redis", None).await?);
+            let p = Proxy::start(servers[0].port).await.map_err(|e| e.to_string())?;
+            client_urls = vec![p.url()];
+            proxy = Some(p);
+        }
+        Topo::Redlock5 => {
+            for i in 0..5 {
+                servers.push(RedisServer::start(&dir, &format!("node{i}"), None).await?);
+            }
+            client_urls = servers.iter().map(RedisServer::url).collect();
+        }
+        Topo::Failover => {
+            servers.push(RedisServer::start(&dir, "a", None).await?);
+            let primary = servers[0].port;
+            servers.push(RedisServer::start(&dir, "b", Some(primary)).await?);
+            servers[1].wait_replica_synced().await?;
+            let p = Proxy::start(primary).await.map_err(|e| e.to_string())?;
+            client_urls = vec![p.url()];
+            proxy = Some(p);
+        }
+    }
+    let resource = Resource::start(!spec.control)
+        .await
+        .map_err(|e| e.to_string())?;
+    let seconds = cfg.seconds * spec.time_share;
+    let mut ctx = Ctx {
+        spec,
+        cfg,
+        dir: dir.clone(),
+        lock,
+        lock_key,
+        servers,
+        primary: 0,
+        proxy,
+        client_urls,
+        resource_port: resource.port,
+        workers: Vec::new(),
+        retired: Vec::new(),
+        killed: HashSet::new(),
+        started: Vec::new(),
+        spawned: 0,
+        faults: 0,
+        rng: Rng(cfg.seed ^ (index.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1),
+        deadline: mono_ns() + (seconds * 1e9) as u64,
+    };
+    for slot in 0..cfg.workers {
+        ctx.spawn_worker(slot)?;
+    }
+    // The nemesis: bounded by the scenario's deadline (each step is bounded).
+    let mut nemesis_error = None;
+    while mono_ns() < ctx.deadline {
+        if let Err(e) = ctx.nemesis_step().await {
+            nemesis_error = Some(e);
+            break;
+        }
+    }
+    ctx.heal().await?;
+    // Workers stop at the deadline plus at most one bounded acquire wait.
+    let grace = Duration::from_millis(2 * spec.ttl_ms + 1000 + 10_000);
+    let mut finished = HashSet::new();
+    let until = tokio::time::Instant::now() + grace;
+    for w in ctx.workers.iter_mut() {
+        match tokio::time::timeout_at(until, w.child.wait()).await {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => {
+                let err = std::fs::read_to_string(ctx.dir.join(format!("{}.stderr", w.id)))
+                    .unwrap_or_default();
+                eprintln!("  worker {} ({}) exited with {status}: {}", w.id, w.lang, err.trim());
+            }
+            _ => {
+                let _ = w.child.start_kill();
+                let _ = w.child.wait().await;
+            }
+        }
+    }
+    let d_findings = ctx.final_check().await;
+
+    let mut records = Vec::new();
+    for w in ctx.workers.iter().chain(ctx.retired.iter()) {
+        let h = history::read(&w.history);
+        if h.iter().any(|r| r.ev == "done") {
+            finished.insert(w.id.clone());
+        }
+        records.extend(h);
+    }
+    records.sort_by_key(|r| r.t);
+    let verdict = checker::check(
+        &records,
+        &resource.log(),
+        &ctx.killed,
+        &finished,
+        &ctx.started,
+        d_findings,
+    );
+    if let Some(e) = nemesis_error {
+        return Err(format!("nemesis: {e}"));
+    }
+    Ok((ctx.faults, verdict))
+}

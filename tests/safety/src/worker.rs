@@ -1,0 +1,266 @@
+//! The Rust worker: a loop of acquire -> work -> fenced write -> release,
+//! recording every step. Python (`workers/worker.py`) and Node
+//! (`workers/worker.js`) implement the same loop with the same arguments and
+//! the same history schema.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use fencelock::{Client, ClientOptions, Error, LockOptions};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::clock::{mono_ns, sha256_hex};
+use crate::history::Record;
+
+#[derive(Debug, Clone)]
+pub struct WorkerArgs {
+    pub id: String,
+    pub urls: Vec<String>,
+    pub lock: String,
+    pub ttl_ms: u64,
+    pub wait_ms: u64,
+    pub work_ms: u64,
+    pub iterations: u64,
+    pub seconds: f64,
+    pub resource: u16,
+    pub history: std::path::PathBuf,
+}
+
+impl WorkerArgs {
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "--id".into(),
+            self.id.clone(),
+            "--urls".into(),
+            self.urls.join(","),
+            "--lock".into(),
+            self.lock.clone(),
+            "--ttl-ms".into(),
+            self.ttl_ms.to_string(),
+            "--wait-ms".into(),
+            self.wait_ms.to_string(),
+            "--work-ms".into(),
+            self.work_ms.to_string(),
+            "--iterations".into(),
+            self.iterations.to_string(),
+            "--seconds".into(),
+            self.seconds.to_string(),
+            "--resource".into(),
+            self.resource.to_string(),
+            "--history".into(),
+            self.history.display().to_string(),
+        ]
+    }
+
+    pub fn parse(args: &[String]) -> Result<WorkerArgs, String> {
+        let get = |flag: &str| -> Result<String, String> {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1).cloned())
+                .ok_or_else(|| format!("missing {flag}"))
+        };
+        let num = |flag: &str| -> Result<u64, String> {
+            get(flag)?.parse().map_err(|e| format!("{flag}: {e}"))
+        };
+        Ok(WorkerArgs {
+            id: get("--id")?,
+            urls: get("--urls")?.split(',').map(str::to_owned).collect(),
+            lock: get("--lock")?,
+            ttl_ms: num("--ttl-ms")?,
+            wait_ms: num("--wait-ms")?,
+            work_ms: num("--work-ms")?,
+            iterations: num("--iterations")?,
+            seconds: get("--seconds")?.parse().map_err(|e| format!("--seconds: {e}"))?,
+            resource: num("--resource")? as u16,
+            history: get("--history")?.into(),
+        })
+    }
+}
+
+struct Log {
+    id: String,
+    file: std::fs::File,
+}
+
+impl Log {
+    fn rec(&mut self, mut r: Record) {
+        if r.t == 0 {
+            r.t = mono_ns();
+        }
+        r.w = self.id.clone();
+        let mut line = serde_json::to_string(&r).expect("serializable");
+        line.push('\n');
+        // One write(2) per line: a SIGKILL cannot leave half a record
+        // except at the very end, which the reader skips.
+        let _ = self.file.write_all(line.as_bytes());
+    }
+}
+
+fn kind(e: &Error) -> String {
+    match e {
+        Error::NotAcquired { .. } => "not_acquired".into(),
+        Error::LockLost { .. } => "lock_lost".into(),
+        Error::Redis { .. } => "redis".into(),
+        Error::InvalidArgument(_) => "invalid_argument".into(),
+    }
+}
+
+fn ms_f(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+pub async fn run(args: WorkerArgs) -> Result<(), String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&args.history)
+        .map_err(|e| e.to_string())?;
+    let mut log = Log {
+        id: args.id.clone(),
+        file,
+    };
+    log.rec(Record {
+        ev: "start".into(),
+        pid: Some(std::process::id()),
+        lang: Some("rust".into()),
+        ..Default::default()
+    });
+    let deadline = mono_ns() + (args.seconds * 1e9) as u64;
+    let options = ClientOptions {
+        connect_timeout: Duration::from_millis(500),
+        response_timeout: Duration::from_millis(1000),
+        ..ClientOptions::default()
+    };
+    // Connecting may fail while the nemesis has Redis down: retry, bounded.
+    let client = loop {
+        match Client::connect_with(args.urls.clone(), options.clone()).await {
+            Ok(c) => break c,
+            Err(e) if mono_ns() < deadline => {
+                log.rec(Record {
+                    ev: "connect_failed".into(),
+                    err: Some(kind(&e)),
+                    ..Default::default()
+                });
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(format!("connect: {e}")),
+        }
+    };
+    let mut resource = Resource::connect(args.resource).await?;
+    let lock_options = LockOptions::new(Duration::from_millis(args.ttl_ms))
+        .wait(Duration::from_millis(args.wait_ms));
+    let mut i = 0;
+    while i < args.iterations && mono_ns() < deadline {
+        i += 1;
+        let t0 = mono_ns();
+        log.rec(Record {
+            t: t0,
+            ev: "acquire_start".into(),
+            ..Default::default()
+        });
+        let lease = match client.acquire(args.lock.as_str(), &lock_options).await {
+            Ok(lease) => lease,
+            Err(e) => {
+                log.rec(Record {
+                    ev: "acquire_failed".into(),
+                    err: Some(kind(&e)),
+                    ..Default::default()
+                });
+                if matches!(e, Error::Redis { .. }) {
+                    // Redis is down (a fault): do not spin.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                continue;
+            }
+        };
+        // Timestamp first, then validity: t + valid_ms never overstates it.
+        let t = mono_ns();
+        let hash = sha256_hex(lease.token().as_bytes());
+        let fence = lease.fence();
+        log.rec(Record {
+            t,
+            ev: "acquired".into(),
+            lease: Some(hash.clone()),
+            fence: Some(fence),
+            valid_ms: Some(ms_f(lease.valid_for())),
+            t0: Some(t0),
+            ..Default::default()
+        });
+        tokio::time::sleep(Duration::from_millis(args.work_ms)).await;
+        let t = mono_ns();
+        log.rec(Record {
+            t,
+            ev: "write_start".into(),
+            lease: Some(hash.clone()),
+            fence: Some(fence),
+            valid_ms: Some(ms_f(lease.valid_for())),
+            ..Default::default()
+        });
+        let accepted = resource.write(fence, &hash, &args.id).await?;
+        log.rec(Record {
+            ev: "write_end".into(),
+            lease: Some(hash.clone()),
+            fence: Some(fence),
+            accepted: Some(accepted),
+            ..Default::default()
+        });
+        let t = mono_ns();
+        log.rec(Record {
+            t,
+            ev: "release_start".into(),
+            lease: Some(hash.clone()),
+            valid_ms: Some(ms_f(lease.valid_for())),
+            ..Default::default()
+        });
+        let (ev, err) = match lease.release().await {
+            Ok(()) => ("released", None),
+            Err(Error::LockLost { .. }) => ("release_lost", None),
+            Err(e) => ("release_error", Some(kind(&e))),
+        };
+        log.rec(Record {
+            ev: ev.into(),
+            lease: Some(hash),
+            err,
+            ..Default::default()
+        });
+    }
+    client.close().await;
+    log.rec(Record {
+        ev: "done".into(),
+        ..Default::default()
+    });
+    Ok(())
+}
+
+struct Resource {
+    r: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    w: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl Resource {
+    async fn connect(port: u16) -> Result<Resource, String> {
+        let s = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("resource: {e}"))?;
+        let _ = s.set_nodelay(true);
+        let (r, w) = s.into_split();
+        Ok(Resource {
+            r: BufReader::new(r),
+            w,
+        })
+    }
+
+    async fn write(&mut self, fence: u64, lease: &str, worker: &str) -> Result<bool, String> {
+        self.w
+            .write_all(format!("W {fence} {lease} {worker}\n").as_bytes())
+            .await
+            .map_err(|e| format!("resource: {e}"))?;
+        let mut line = String::new();
+        self.r
+            .read_line(&mut line)
+            .await
+            .map_err(|e| format!("resource: {e}"))?;
+        Ok(line.trim() == "1")
+    }
+}
