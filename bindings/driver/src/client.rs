@@ -86,6 +86,9 @@ impl Client {
             .iter()
             .map(|u| crate::url::parse(u))
             .collect::<Result<Vec<_>, _>>()?;
+        if parsed.iter().any(|u| u.tls) {
+            ensure_crypto_provider();
+        }
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
         // Make sure the clock's epoch predates every lock.
@@ -241,6 +244,14 @@ impl Client {
             conns.closed.send_replace(true);
             tracing::debug!("fencelock client closed");
         }
+    }
+}
+
+/// rustls needs a process-wide crypto provider; install ring's unless the
+/// application already installed one.
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

@@ -13,6 +13,8 @@ pub(crate) struct NodeUrl {
     pub redacted: String,
     /// The password, kept only to scrub it from any error text we pass on.
     pub password: Option<String>,
+    /// `rediss://` (TLS).
+    pub tls: bool,
 }
 
 /// `redis://user:secret@host:6379/0` -> `redis://user:***@host:6379/0`.
@@ -87,8 +89,10 @@ pub(crate) fn parse(url: &str) -> Result<NodeUrl, Error> {
         Error::invalid(format!("invalid Redis URL {redacted:?}: {reason}"))
     })?;
     let password = info.redis_settings().password().map(str::to_owned);
+    let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
     Ok(NodeUrl {
         info,
+        tls,
         redacted,
         password: password.filter(|p| !p.is_empty()),
     })

@@ -233,3 +233,115 @@ async fn a_slow_server_hits_the_response_timeout() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn rediss_urls_speak_tls_and_fail_cleanly_against_a_plain_server() {
+    // A plain-text server cannot complete a TLS handshake: a Redis error
+    // within the connect timeout (and no crypto-provider panic).
+    let server = Server::start();
+    let url = format!("rediss://:tls-pass-12@127.0.0.1:{}/0", server.port);
+    let t = Instant::now();
+    match Client::connect_with(url.as_str(), fast()).await {
+        Err(e @ Error::Redis { .. }) => {
+            let shown = format!("{e} {e:?}");
+            eprintln!("{shown}");
+            assert!(!shown.contains("tls-pass-12"), "{shown}");
+        }
+        other => panic!("expected a Redis error, got {other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn rediss_with_a_self_signed_certificate_and_insecure_fragment() {
+    let dir = std::env::temp_dir().join(format!("fencelock-tls-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl is needed to make a test certificate");
+    assert!(status.success());
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (cert, key) = (
+        cert.to_string_lossy().into_owned(),
+        key.to_string_lossy().into_owned(),
+    );
+    let tls_port_arg = tls_port.to_string();
+    let server = Server::start_with(&[
+        "--tls-port",
+        &tls_port_arg,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &cert,
+        "--tls-auth-clients",
+        "no",
+        "--requirepass",
+        "tls-pass-34",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(("127.0.0.1", tls_port)).is_err() {
+        assert!(Instant::now() < deadline, "TLS port did not open");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let url = format!("rediss://:tls-pass-34@127.0.0.1:{tls_port}/0#insecure");
+    let client = Client::connect_with(url.as_str(), fast()).await.unwrap();
+    let name = unique("tls");
+    let lease = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let plain = format!("redis://:tls-pass-34@127.0.0.1:{}/0", server.port);
+    assert_eq!(
+        get(&plain, &keys(&name).lock).as_deref(),
+        Some(lease.token().as_bytes())
+    );
+    // Waiting works over TLS too (the pub/sub connection is TLS as well).
+    let other = Client::connect_with(url.as_str(), fast()).await.unwrap();
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            other
+                .acquire(&name, &LockOptions::new(Duration::from_secs(5)))
+                .await
+        }
+    });
+    eventually(Duration::from_secs(5), "the waiter subscribed", || {
+        numsub(&plain, &keys(&name).channel) >= 1
+    })
+    .await;
+    lease.release().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    next.release().await.unwrap();
+    // Without #insecure the self-signed certificate is rejected.
+    let strict = format!("rediss://:tls-pass-34@127.0.0.1:{tls_port}/0");
+    let refused = Client::connect_with(strict.as_str(), fast()).await;
+    assert!(matches!(refused, Err(Error::Redis { .. })), "{refused:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
