@@ -91,7 +91,7 @@ prop_compose! {
         leases_per_client in 1..=2usize,
         ttl_ms in 20..=200u64,
         max_wait_ms in prop::option::of(0..=300u64),
-        max_drift_ppm in 0..=5_000u64,
+        max_drift_ppm in prop_oneof![Just(5_000u64), 0..=5_000u64],
         pauses in if pauses { any::<bool>().boxed() } else { Just(false).boxed() },
         crashes in 0..=max_crashes,
         lossy in any::<bool>(),
@@ -99,12 +99,13 @@ prop_compose! {
         auto_renew in any::<bool>(),
         extends in any::<bool>(),
         cancels in any::<bool>(),
+        noise in any::<bool>(),
     ) -> Scenario {
         let minority = if nodes == 1 { 1 } else { (nodes - 1) / 2 };
         Scenario {
             seed, nodes, clients, leases_per_client, ttl_ms, max_wait_ms, max_drift_ppm,
             pauses, crashes: crashes.min(minority), lossy, divergent_counters, auto_renew,
-            extends, cancels,
+            extends, cancels, noise,
         }
     }
 }
@@ -221,6 +222,7 @@ impl CancelCase {
             auto_renew: false,
             extends: false,
             cancels: false,
+            noise: false,
         };
         let mut sim = s.build();
         if let Some(hold) = self.holder_for_ms {

@@ -5,8 +5,9 @@
 //! - **Time** is one global virtual clock in microseconds ([`Micros`]). Nothing
 //!   sleeps; the simulator jumps from one scheduled event to the next.
 //! - **Nodes** ([`Node`]) are fake Redis servers: a map `key -> (value,
-//!   expiry)` that executes exactly the four scripts' semantics. A node can
-//!   crash (all data lost) and come back later.
+//!   expiry)` that executes exactly the four scripts' semantics, with a clock
+//!   that may run a little fast or slow. A node can crash (all data lost) and
+//!   come back later, or be unreachable for a while (data kept).
 //! - **Clients** ([`Client`]) are processes with their own clock (offset and a
 //!   rate within the drift bound) and optional pauses (stop-the-world: nothing
 //!   on that client is processed until the pause ends). A client runs one
@@ -114,6 +115,9 @@ impl Clock {
 pub struct Node {
     data: BTreeMap<Vec<u8>, (Vec<u8>, Option<Micros>)>,
     pub up: bool,
+    /// The server's clock rate (ppm of real time): PX/PEXPIRE/PTTL count in
+    /// its time, so a fast server clock expires keys early.
+    pub rate_ppm: u64,
     /// Scripts run (while up), for round-trip accounting.
     pub executed: Vec<Script>,
 }
@@ -123,6 +127,7 @@ impl Default for Node {
         Node {
             data: BTreeMap::new(),
             up: true,
+            rate_ppm: 1_000_000,
             executed: Vec::new(),
         }
     }
@@ -133,6 +138,17 @@ fn int(bytes: &[u8]) -> Option<i64> {
 }
 
 impl Node {
+    /// Real time a server-time duration of `ms` takes.
+    fn real_us(&self, ms: u64) -> Micros {
+        (ms as u128 * MS as u128 * 1_000_000 / self.rate_ppm as u128).min(u64::MAX as u128 / 4)
+            as u64
+    }
+
+    /// A real duration as the server measures it, in whole ms.
+    fn server_ms(&self, real: Micros) -> u64 {
+        (real as u128 * self.rate_ppm as u128 / 1_000_000 / MS as u128) as u64
+    }
+
     fn live(&mut self, key: &[u8], now: Micros) -> Option<&mut (Vec<u8>, Option<Micros>)> {
         if matches!(self.data.get(key), Some((_, Some(exp))) if *exp <= now) {
             self.data.remove(key);
@@ -178,9 +194,9 @@ impl Node {
                 let Some(ttl) = int(&ttl).filter(|t| *t > 0) else {
                     return err("ERR invalid expire time in 'set' command");
                 };
-                if let Some((_, exp)) = self.live(&lock, now) {
+                if let Some(exp) = self.live(&lock, now).map(|e| e.1) {
                     let pttl = match exp {
-                        Some(e) => ((*e - now) / MS) as i64,
+                        Some(e) => self.server_ms(e - now) as i64,
                         None => -1,
                     };
                     return (Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)]), None);
@@ -196,7 +212,8 @@ impl Node {
                     return err("ERR increment or decrement would overflow");
                 };
                 self.set(&fence, next.to_string().as_bytes(), None);
-                self.set(&lock, &token, Some(now + ttl as u64 * MS));
+                let expires = now + self.real_us(ttl as u64);
+                self.set(&lock, &token, Some(expires));
                 (Reply::Array(vec![Reply::Int(1), Reply::Int(next)]), None)
             }
             // if GET lock == token: DEL lock; PUBLISH channel -> 1 | 0
@@ -219,12 +236,13 @@ impl Node {
                 let Some(ttl) = int(&ttl) else {
                     return err("ERR value is not an integer or out of range");
                 };
+                let real = self.real_us(ttl.max(0) as u64);
                 match self.live(&lock, now) {
                     Some((v, exp)) if *v == token => {
                         if ttl <= 0 {
                             self.data.remove(&lock);
                         } else {
-                            *exp = Some(now + ttl as u64 * MS);
+                            *exp = Some(now + real);
                         }
                         (Reply::Int(1), None)
                     }
@@ -439,6 +457,13 @@ enum Ev {
     Restart {
         node: usize,
     },
+    /// Spurious wake-ups: every `every` (random up to), wake a random
+    /// subscribed lease, until `until`. A waiter may be woken at any moment
+    /// (a duplicate or late notification), so retries land anywhere.
+    Noise {
+        every: Micros,
+        until: Micros,
+    },
 }
 
 impl Ev {
@@ -451,7 +476,7 @@ impl Ev {
             | Ev::Timer { lease, .. }
             | Ev::SubConfirm { lease, .. }
             | Ev::Wakeup { lease, .. } => Some(*lease),
-            Ev::Exec { .. } | Ev::Crash { .. } | Ev::Restart { .. } => None,
+            Ev::Exec { .. } | Ev::Crash { .. } | Ev::Restart { .. } | Ev::Noise { .. } => None,
         }
     }
 }
@@ -653,6 +678,11 @@ impl Sim {
         );
     }
 
+    /// Wake random subscribed leases every (up to) `every`, until `until`.
+    pub fn noise(&mut self, every: Micros, until: Micros) {
+        self.schedule(0, Ev::Noise { every, until });
+    }
+
     /// Make `node` unreachable at `at` for `down_for`; it keeps its data.
     pub fn partition_at(&mut self, at: Micros, node: usize, down_for: Micros) {
         self.schedule(
@@ -847,6 +877,20 @@ impl Sim {
             Ev::Restart { node } => {
                 self.log(|| format!("n{node} restarted"));
                 self.nodes[node].up = true;
+            }
+            Ev::Noise { every, until } => {
+                let subscribed: Vec<usize> = (0..self.leases.len())
+                    .filter(|&l| self.leases[l].subscribed)
+                    .collect();
+                if !subscribed.is_empty() {
+                    let lease = subscribed[self.rng.range(0, subscribed.len() as u64 - 1) as usize];
+                    let gen = self.leases[lease].sub_gen;
+                    self.schedule(self.now, Ev::Wakeup { lease, gen });
+                }
+                let next = self.now + self.rng.range(1, every);
+                if next <= until && self.leases.iter().any(|l| !l.finished) {
+                    self.schedule(next, Ev::Noise { every, until });
+                }
             }
         }
     }
@@ -1183,7 +1227,8 @@ pub struct Scenario {
     pub ttl_ms: u64,
     /// `None`: every lease waits forever; otherwise bounded waits up to this.
     pub max_wait_ms: Option<u64>,
-    /// Client clock rates lie in `1e6 ± max_drift_ppm`.
+    /// Client and server clock rates lie in `1e6 ± max_drift_ppm` (the core
+    /// allows 1% + 2 ms in all, so up to 5,000 ppm on each side).
     pub max_drift_ppm: u64,
     pub pauses: bool,
     /// How many distinct nodes crash once each (lose data, delayed restart).
@@ -1193,6 +1238,8 @@ pub struct Scenario {
     pub auto_renew: bool,
     pub extends: bool,
     pub cancels: bool,
+    /// Spurious wake-ups of waiters at random instants.
+    pub noise: bool,
 }
 
 impl Scenario {
@@ -1211,7 +1258,8 @@ impl Scenario {
             }
         } else {
             Net {
-                delay: (100, 3 * MS),
+                // Sometimes a fast LAN, where a too-thin drift margin shows.
+                delay: (100, [300, 3 * MS][rng.range(0, 1) as usize]),
                 slow: 0.0,
                 slow_delay: 0,
                 drop_request: 0.0,
@@ -1221,6 +1269,16 @@ impl Scenario {
             }
         };
         let mut sim = Sim::new(rng.next_u64(), self.nodes, net);
+        // Clock rates within the bound, the extremes (where bugs live) often.
+        let max = self.max_drift_ppm;
+        let rate = |rng: &mut Rng| match rng.range(0, 3) {
+            0 => 1_000_000 - max,
+            1 => 1_000_000 + max,
+            _ => 1_000_000 - max + rng.range(0, 2 * max),
+        };
+        for n in 0..self.nodes {
+            sim.nodes[n].rate_ppm = rate(&mut rng);
+        }
         if self.divergent_counters {
             for n in 0..self.nodes {
                 let c = rng.range(0, 20) as i64;
@@ -1229,10 +1287,9 @@ impl Scenario {
         }
         let horizon = ttl * 3 * (self.clients * self.leases_per_client) as u64;
         for _ in 0..self.clients {
-            let drift = rng.range(0, 2 * self.max_drift_ppm) as i64 - self.max_drift_ppm as i64;
             let clock = Clock {
                 offset: rng.range(0, 1_000_000_000),
-                rate_ppm: (1_000_000 + drift) as u64,
+                rate_ppm: rate(&mut rng),
             };
             let c = sim.add_client(clock);
             if self.pauses {
@@ -1278,6 +1335,9 @@ impl Scenario {
             // Delayed restart: down for at least the longest TTL any key has.
             let down = ttl + rng.range(MS, ttl);
             sim.crash_at(at, node, down);
+        }
+        if self.noise {
+            sim.noise(rng.range(ttl / 100, ttl / 20).max(100), 4 * horizon);
         }
         sim
     }
