@@ -58,6 +58,8 @@ describe('acquire and release', () => {
     await lease.release()
     await lease.release()
     await lease[Symbol.asyncDispose]()
+    assert.equal(lease.signal.aborted, false, 'a released lease is not lost')
+    assert.equal(lease.lost, false)
   })
 
   test('fractional ttl rounds up', async () => {

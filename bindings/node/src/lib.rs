@@ -339,8 +339,15 @@ type LostCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
 pub struct NativeLease {
     inner: Arc<fencelock::Lease>,
     is_buffer: bool,
-    /// Dropping the sender ends the loss watcher (on release or GC).
-    stop: Arc<Mutex<Option<oneshot::Sender<()>>>>,
+    /// Dropping the sender ends the loss watcher (on release or GC); `None`
+    /// inside once released, so no watcher starts after a release.
+    watcher: Arc<Mutex<Watcher>>,
+}
+
+#[derive(Debug, Default)]
+struct Watcher {
+    released: bool,
+    stop: Option<oneshot::Sender<()>>,
 }
 
 impl NativeLease {
@@ -348,15 +355,15 @@ impl NativeLease {
         NativeLease {
             inner: Arc::new(lease),
             is_buffer,
-            stop: Arc::new(Mutex::new(None)),
+            watcher: Arc::new(Mutex::new(Watcher::default())),
         }
     }
 }
 
 impl Drop for NativeLease {
     fn drop(&mut self) {
-        if let Ok(mut stop) = self.stop.lock() {
-            stop.take();
+        if let Ok(mut watcher) = self.watcher.lock() {
+            watcher.stop.take();
         }
     }
 }
@@ -416,8 +423,11 @@ impl NativeLease {
     pub fn watch_lost(&self, callback: LostCallback) -> Result<()> {
         let (tx, rx) = oneshot::channel::<()>();
         {
-            let mut stop = self.stop.lock().map_err(|_| tagged("REDIS", "poisoned"))?;
-            *stop = Some(tx);
+            let mut watcher = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+            if watcher.released {
+                return Ok(()); // released leases are never lost
+            }
+            watcher.stop = Some(tx);
         }
         let lease = Arc::clone(&self.inner);
         napi::bindgen_prelude::spawn(async move {
@@ -441,12 +451,12 @@ impl NativeLease {
     #[napi]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let lease = Arc::clone(&self.inner);
-        let stop = Arc::clone(&self.stop);
+        let watcher = Arc::clone(&self.watcher);
         env.spawn_future(async move {
             lease.release().await.map_err(lock_error)?;
-            if let Ok(mut stop) = stop.lock() {
-                stop.take();
-            }
+            let mut watcher = watcher.lock().unwrap_or_else(|e| e.into_inner());
+            watcher.released = true;
+            watcher.stop.take();
             Ok(())
         })
     }
