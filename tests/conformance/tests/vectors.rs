@@ -1,0 +1,240 @@
+//! tests/vectors/*.json against fencelock-core: the key layout, argument
+//! validation, and the exact commands and outcomes of each scenario with
+//! scripted replies. Python and Node check the same files through their own
+//! front ends (tests/python, tests/node).
+
+use std::time::Duration;
+
+use fencelock_conformance::{bytes, number, vectors};
+use fencelock_core::keys::hash_slot;
+use fencelock_core::{
+    Command, Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy,
+    Script, Token, Ttl, Wait,
+};
+use serde_json::Value;
+
+#[test]
+fn keys_follow_the_documented_layout() {
+    let doc = vectors("keys.json");
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(cases.len() >= 20);
+    for case in cases {
+        let why = case["why"].as_str().unwrap();
+        let space = KeySpace::new(case["prefix"].as_str().unwrap()).unwrap();
+        let keys = space.keys(&LockName::new(bytes(&case["name"])).unwrap());
+        assert_eq!(keys.lock, bytes(&case["lock"]), "{why}");
+        assert_eq!(keys.fence, bytes(&case["fence"]), "{why}");
+        assert_eq!(keys.channel, bytes(&case["channel"]), "{why}");
+        let slot = case["slot"].as_u64().unwrap() as u16;
+        for key in [&keys.lock, &keys.fence, &keys.channel] {
+            assert_eq!(hash_slot(key), slot, "{why}");
+        }
+    }
+}
+
+#[test]
+fn invalid_names_are_rejected() {
+    let doc = vectors("validation.json");
+    for case in doc["names"]["invalid"].as_array().unwrap() {
+        let name = bytes(&case["name"]);
+        assert!(
+            matches!(LockName::new(&name), Err(Error::InvalidArgument(_))),
+            "{}",
+            case["why"]
+        );
+    }
+    // And the valid extremes of keys.json are accepted.
+    for case in vectors("keys.json")["cases"].as_array().unwrap() {
+        LockName::new(bytes(&case["name"])).unwrap();
+    }
+}
+
+#[test]
+fn ttl_conversions_match_the_vectors() {
+    let doc = vectors("validation.json");
+    for case in doc["ttl"]["valid"].as_array().unwrap() {
+        let sent: u64 = case["sent"].as_str().unwrap().parse().unwrap();
+        // Node's unit (ms) and Python's (s) go through these two.
+        assert_eq!(Ttl::from_millis_f64(number(&case["ms"])).unwrap().as_millis(), sent, "{case}");
+        assert_eq!(Ttl::from_secs_f64(number(&case["s"])).unwrap().as_millis(), sent, "{case}");
+        // Rust's own unit, Duration, when the value is a whole number of ns.
+        let ns = number(&case["ms"]) * 1e6;
+        if ns.fract() == 0.0 {
+            let ttl = Ttl::from_duration(Duration::from_nanos(ns as u64)).unwrap();
+            assert_eq!(ttl.as_millis(), sent, "{case}");
+        }
+    }
+    for case in doc["ttl"]["invalid"].as_array().unwrap() {
+        assert!(matches!(Ttl::from_millis_f64(number(&case["ms"])), Err(Error::InvalidArgument(_))), "{case}");
+        assert!(matches!(Ttl::from_secs_f64(number(&case["s"])), Err(Error::InvalidArgument(_))), "{case}");
+    }
+    for case in doc["wait"]["invalid"].as_array().unwrap() {
+        assert!(matches!(Wait::from_millis_f64(Some(number(&case["ms"]))), Err(Error::InvalidArgument(_))), "{case}");
+        assert!(matches!(Wait::from_secs_f64(Some(number(&case["s"]))), Err(Error::InvalidArgument(_))), "{case}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// commands.json
+
+fn script_named(name: &str) -> Script {
+    match name {
+        "acquire" => Script::Acquire,
+        "release" => Script::Release,
+        "extend" => Script::Extend,
+        "raise_fence" => Script::RaiseFence,
+        other => panic!("unknown script {other}"),
+    }
+}
+
+fn reply(v: &Value) -> Reply {
+    match v {
+        Value::Null => Reply::Nil,
+        Value::Number(n) => Reply::Int(n.as_i64().unwrap()),
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Array(items) => Reply::Array(items.iter().map(reply).collect()),
+        Value::Object(o) if o.contains_key("error") => Reply::Error(o["error"].as_str().unwrap().into()),
+        Value::Object(o) if o.contains_key("unknown") => Reply::Unknown(o["unknown"].as_str().unwrap().into()),
+        other => panic!("bad reply {other}"),
+    }
+}
+
+/// `$lock` etc. replaced by the scenario's values.
+fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
+    match v.as_str() {
+        Some("$lock") => bytes(&scenario["keys"]["lock"]),
+        Some("$fence") => bytes(&scenario["keys"]["fence"]),
+        Some("$channel") => bytes(&scenario["keys"]["channel"]),
+        Some("$token") => scenario["token"].as_str().unwrap().as_bytes().to_vec(),
+        _ => bytes(v),
+    }
+}
+
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::InvalidArgument(_) => "InvalidArgument",
+        Error::NotAcquired { .. } => "NotAcquired",
+        Error::LockLost { .. } => "LockLost",
+        Error::Redis { .. } => "Redis",
+    }
+}
+
+/// The outcome events of one call, in the vectors' notation.
+fn outcome(event: &Event, t0: Instant) -> Option<Value> {
+    let ms = |i: Instant| i.saturating_duration_since(t0).as_millis() as u64;
+    Some(match event {
+        Event::Acquired { fence, valid_until } => {
+            serde_json::json!({"acquired": fence, "valid_until_ms": ms(*valid_until)})
+        }
+        Event::Extended { .. } | Event::Released(Ok(())) => Value::from("ok"),
+        Event::AcquireFailed(e) | Event::ExtendFailed(e) | Event::Released(Err(e)) => {
+            serde_json::json!({"error": error_kind(e)})
+        }
+        Event::Subscribe | Event::Unsubscribe | Event::Lost => return None,
+    })
+}
+
+#[test]
+fn commands_and_outcomes_match_the_vectors() {
+    let doc = vectors("commands.json");
+    let shas = &doc["scripts"];
+    for script in Script::ALL {
+        let name = match script {
+            Script::Acquire => "acquire",
+            Script::Release => "release",
+            Script::Extend => "extend",
+            Script::RaiseFence => "raise_fence",
+        };
+        assert_eq!(shas[name].as_str().unwrap(), script.sha1(), "SHA1 of {name}");
+    }
+    let scenarios = doc["scenarios"].as_array().unwrap();
+    assert!(scenarios.len() >= 8);
+    for sc in scenarios {
+        run_scenario(sc);
+    }
+}
+
+fn run_scenario(sc: &Value) {
+    let title = sc["name"].as_str().unwrap();
+    let name = LockName::new(bytes(&sc["lock_name"])).unwrap();
+    let keys = KeySpace::new(sc["prefix"].as_str().unwrap()).unwrap().keys(&name);
+    assert_eq!(keys.lock, bytes(&sc["keys"]["lock"]), "{title}: lock key");
+    assert_eq!(keys.fence, bytes(&sc["keys"]["fence"]), "{title}: fence key");
+    assert_eq!(keys.channel, bytes(&sc["keys"]["channel"]), "{title}: channel");
+    let wait = match &sc["wait_ms"] {
+        Value::Null => Wait::Forever,
+        v => Wait::from_millis_f64(Some(number(v))).unwrap(),
+    };
+    let mut lock = Lock::new(LockConfig {
+        name,
+        keys,
+        token: Token(sc["token"].as_str().unwrap().into()),
+        ttl: Ttl::from_millis_f64(number(&sc["ttl_ms"])).unwrap(),
+        wait,
+        nodes: sc["nodes"].as_u64().unwrap() as usize,
+        auto_renew: false,
+        retry: RetryPolicy::default(),
+        seed: 1,
+    });
+    // Time stands still: every validity is measured from t0.
+    let t0 = Instant::from_epoch(Duration::from_secs(1000));
+    let mut last_sent: Vec<Command> = Vec::new();
+    let mut events: Vec<Value> = Vec::new();
+    for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
+        let at = format!("{title}, step {i} {step}");
+        if let Some(call) = step.get("call") {
+            match call.as_str().unwrap() {
+                "acquire" => lock.acquire(t0).unwrap(),
+                "extend" => {
+                    let ttl = step.get("ttl_ms").map(|v| Ttl::from_millis_f64(number(v)).unwrap());
+                    lock.extend(t0, ttl).unwrap()
+                }
+                "release" => lock.release(t0).unwrap(),
+                other => panic!("{at}: unknown call {other}"),
+            }
+        } else if let Some(sent) = step.get("sent") {
+            last_sent = std::iter::from_fn(|| lock.poll_command()).collect();
+            let want = sent.as_array().unwrap();
+            assert_eq!(last_sent.len(), want.len(), "{at}: number of commands, got {last_sent:?}");
+            for (got, want) in last_sent.iter().zip(want) {
+                assert_eq!(got.node, want["node"].as_u64().unwrap() as usize, "{at}: node");
+                assert_eq!(got.script, script_named(want["script"].as_str().unwrap()), "{at}: script");
+                let keys: Vec<Vec<u8>> = want["keys"].as_array().unwrap().iter().map(|k| resolve(k, sc)).collect();
+                let args: Vec<Vec<u8>> = want["args"].as_array().unwrap().iter().map(|a| resolve(a, sc)).collect();
+                assert_eq!(got.keys, keys, "{at}: keys");
+                assert!(got.args == args, "{at}: args differ");
+            }
+        } else if let Some(replies) = step.get("replies") {
+            let replies = replies.as_array().unwrap();
+            assert_eq!(replies.len(), last_sent.len(), "{at}: one reply per command sent");
+            for (command, r) in last_sent.iter().zip(replies) {
+                lock.handle_reply(t0, command.id, reply(r));
+            }
+        } else if let Some(want) = step.get("outcome") {
+            events.extend(std::iter::from_fn(|| lock.poll_event()).filter_map(|e| outcome(&e, t0)));
+            match want {
+                Value::Null => assert!(events.is_empty(), "{at}: no outcome yet, got {events:?}"),
+                want => {
+                    assert!(!events.is_empty(), "{at}: expected {want}, got nothing");
+                    let got = events.remove(0);
+                    // valid_until_ms is checked when the vector gives it.
+                    let got = match (want.get("valid_until_ms"), got) {
+                        (None, Value::Object(mut o)) => {
+                            o.remove("valid_until_ms");
+                            Value::Object(o)
+                        }
+                        (_, got) => got,
+                    };
+                    assert_eq!(&got, want, "{at}");
+                }
+            }
+        } else if step.get("external").is_some() {
+            // Only meaningful against a real Redis (the next replies say it).
+        } else {
+            panic!("{at}: unknown step");
+        }
+    }
+    assert!(lock.poll_command().is_none(), "{title}: unexpected commands at the end");
+    events.extend(std::iter::from_fn(|| lock.poll_event()).filter_map(|e| outcome(&e, t0)));
+    assert!(events.is_empty(), "{title}: unexpected outcomes at the end: {events:?}");
+}

@@ -1,0 +1,214 @@
+"""tests/vectors/*.json through Python's public API against a real
+redis-server: the keys a lock creates, argument validation (error classes,
+nothing sent), and the exact script calls of each scenario seen by MONITOR.
+Rust (tests/conformance) and Node (tests/node/vectors.test.js) check the same
+files."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+import fencelock
+from fltest import TOKEN, Monitor, Redis, as_bytes, as_name, number, script_calls, vectors
+
+COMMANDS = vectors("commands.json")
+SCRIPTS: Dict[str, str] = COMMANDS["scripts"]
+KEYS = vectors("keys.json")["cases"]
+VALIDATION = vectors("validation.json")
+
+
+@pytest.fixture
+def monitor(redis_url: str) -> Iterator[Monitor]:
+    m = Monitor(redis_url)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[Redis]:
+    r = Redis(redis_url)
+    yield r
+    r.close()
+
+
+def sent_nothing(monitor: Monitor) -> None:
+    monitor.sync()
+    assert script_calls(monitor.seen, SCRIPTS) == []
+
+
+# ----------------------------------------------------------------- keys.json
+
+
+@pytest.mark.parametrize("case", KEYS, ids=[f"{c['prefix']}{c['why']}" for c in KEYS])
+def test_keys(case: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor) -> None:
+    lock, fence, channel = (as_bytes(case[k]) for k in ("lock", "fence", "channel"))
+    prefix = case["prefix"]
+    raw.execute("DEL", lock, fence)
+    before = set(raw.execute("KEYS", prefix + "*"))
+    with fencelock.Client(redis_url, prefix=prefix) as client:
+        name = as_name(case["name"])
+        lease = client.acquire(name, ttl=30.0, wait=0)
+        assert lease.name == name
+        assert set(raw.execute("KEYS", prefix + "*")) - before == {lock, fence}
+        assert raw.execute("TYPE", lock) == "string"
+        assert raw.execute("GET", lock) == lease.token.encode()
+        assert 0 < raw.execute("PTTL", lock) <= 30000
+        assert raw.execute("TYPE", fence) == "string"
+        assert raw.execute("GET", fence) == str(lease.fence).encode()
+        assert raw.execute("PTTL", fence) == -1  # the counter never expires
+        lease.release()
+        assert raw.execute("EXISTS", lock) == 0
+        assert set(raw.execute("KEYS", prefix + "*")) - before == {fence}
+    monitor.sync()
+    calls = [c for c in script_calls(monitor.seen, SCRIPTS) if c["keys"][0] == lock]
+    assert [(c["script"], c["keys"]) for c in calls] == [("acquire", [lock, fence]), ("release", [lock, channel])]
+
+
+# ----------------------------------------------------------- validation.json
+
+
+def try_both(client: fencelock.Client, name: Any, ttl: Any = 1.0, **kw: Any) -> List[BaseException]:
+    errors: List[BaseException] = []
+    for call in (lambda: client.acquire(name, ttl, **kw), lambda: client.try_acquire(name, ttl)):
+        with pytest.raises((ValueError, TypeError)) as info:
+            call()
+        errors.append(info.value)
+        if kw:
+            break
+    return errors
+
+
+def test_invalid_names_raise_value_error_and_send_nothing(redis_url: str, monitor: Monitor) -> None:
+    with fencelock.Client(redis_url) as client:
+        for case in VALIDATION["names"]["invalid"]:
+            for err in try_both(client, as_name(case["name"])):
+                assert type(err) is ValueError, case["why"]
+        for bad in VALIDATION["names"]["wrong_type"]:
+            for err in try_both(client, bad):
+                assert type(err) is TypeError, repr(bad)
+    sent_nothing(monitor)
+
+
+def test_invalid_ttls_raise_and_send_nothing(redis_url: str, monitor: Monitor) -> None:
+    with fencelock.Client(redis_url) as client:
+        for case in VALIDATION["ttl"]["invalid"]:
+            for err in try_both(client, "vectors:ttl", number(case["s"])):
+                assert type(err) is ValueError, case
+        for bad in VALIDATION["ttl"]["wrong_type"]:
+            for err in try_both(client, "vectors:ttl", bad):
+                assert type(err) is TypeError, repr(bad)
+        for case in VALIDATION["wait"]["invalid"]:
+            for err in try_both(client, "vectors:wait", 1.0, wait=number(case["s"])):
+                assert type(err) is ValueError, case
+        for bad in VALIDATION["wait"]["wrong_type"]:
+            for err in try_both(client, "vectors:wait", 1.0, wait=bad):
+                assert type(err) is TypeError, repr(bad)
+    sent_nothing(monitor)
+
+
+def test_valid_ttls_are_sent_in_whole_milliseconds_rounded_up(redis_url: str, raw: Redis, monitor: Monitor) -> None:
+    name = "vectors:ttl-rounding"
+    lock = b"fencelock:{" + name.encode() + b"}"
+    with fencelock.Client(redis_url) as client:
+        for case in VALIDATION["ttl"]["valid"]:
+            raw.execute("DEL", lock)
+            lease = client.acquire(name, ttl=case["s"], wait=0)
+            try:
+                lease.release()
+            except fencelock.LockLost:
+                assert case["s"] < 0.1  # a 1 ms lock may expire first
+    monitor.sync()
+    sent = [c["args"][1].decode() for c in script_calls(monitor.seen, SCRIPTS) if c["script"] == "acquire"]
+    assert sent == [c["sent"] for c in VALIDATION["ttl"]["valid"]]
+
+
+# ------------------------------------------------------------- commands.json
+
+REAL = [s for s in COMMANDS["scenarios"] if s["real"]]
+
+
+def resolve(v: Any, sc: Dict[str, Any]) -> bytes:
+    if v in ("$lock", "$fence", "$channel"):
+        return as_bytes(sc["keys"][v[1:]])
+    if v == "$token":
+        return b"$token"
+    return as_bytes(v)
+
+
+ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis"}
+
+
+def outcome_of(call: Any) -> Tuple[Any, Any]:
+    try:
+        return call(), None
+    except fencelock.LockError as e:
+        return None, {"error": ERRORS[type(e)]}
+
+
+@pytest.mark.parametrize("sc", REAL, ids=[s["name"] for s in REAL])
+def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor) -> None:
+    for cmd in sc["setup"]:
+        raw.execute(*(resolve(a, sc) for a in cmd))
+    expected: List[Tuple[str, List[bytes], List[bytes]]] = []
+    lease: Optional[fencelock.Lease] = None
+    got: Any = None
+    with fencelock.Client(redis_url, prefix=sc["prefix"]) as client:
+        for step in sc["steps"]:
+            if "call" in step:
+                if step["call"] == "acquire":
+                    wait = None if sc["wait_ms"] is None else sc["wait_ms"] / 1000
+                    name = as_name(sc["lock_name"])
+                    lease, got = outcome_of(lambda: client.acquire(name, ttl=sc["ttl_ms"] / 1000, wait=wait))
+                    if lease is not None:
+                        got = {"acquired": lease.fence}
+                        validity_ms = lease.valid_for * 1000
+                        if "valid_until_ms" in step_outcome(sc, step):
+                            assert 0 < validity_ms <= step_outcome(sc, step)["valid_until_ms"]
+                else:
+                    assert lease is not None
+                    ttl = step.get("ttl_ms")
+                    op = lease.extend if step["call"] == "extend" else lease.release
+                    args = () if ttl is None or op == lease.release else (ttl / 1000,)
+                    _, err = outcome_of(lambda: op(*args))
+                    got = err or "ok"
+            elif "sent" in step:
+                for c in step["sent"]:
+                    expected.append(
+                        (c["script"], [resolve(k, sc) for k in c["keys"]], [resolve(a, sc) for a in c["args"]])
+                    )
+            elif "external" in step:
+                for cmd in step["external"]:
+                    raw.execute(*(resolve(a, sc) for a in cmd))
+            elif "outcome" in step and step["outcome"] is not None:
+                want = dict(step["outcome"]) if isinstance(step["outcome"], dict) else step["outcome"]
+                if isinstance(want, dict):
+                    want.pop("valid_until_ms", None)
+                assert got == want, step
+    monitor.sync()
+    lock, fence = as_bytes(sc["keys"]["lock"]), as_bytes(sc["keys"]["fence"])
+    calls = [c for c in script_calls(monitor.seen, SCRIPTS) if c["keys"][0] in (lock, fence)]
+    tokens = {c["args"][0] for c in calls if c["script"] != "raise_fence"}
+    assert len(tokens) <= 1 and all(TOKEN.match(t) for t in tokens)
+    if lease is not None:
+        assert tokens == {lease.token.encode()}
+    masked = [
+        (c["script"], c["keys"], [b"$token" if a in tokens else a for a in c["args"]]) for c in calls
+    ]
+    assert masked == expected
+    for key, value in sc.get("final", {}).items():
+        assert raw.execute("GET", resolve(key, sc)) == (None if value is None else value.encode()), key
+
+
+def step_outcome(sc: Dict[str, Any], call_step: Dict[str, Any]) -> Dict[str, Any]:
+    """The first non-null outcome after `call_step`."""
+    steps = sc["steps"]
+    for step in steps[steps.index(call_step) + 1 :]:
+        if step.get("outcome") is not None:
+            return step["outcome"] if isinstance(step["outcome"], dict) else {}
+    return {}
+
+
+def test_vectors_are_not_empty() -> None:
+    assert len(KEYS) >= 20 and len(REAL) >= 5 and len(VALIDATION["ttl"]["valid"]) >= 5
