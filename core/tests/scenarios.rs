@@ -374,6 +374,48 @@ fn redlock_fence_survives_one_minority_node_losing_its_data() {
     assert!(fb > 11, "B acquired after A released, yet fence {fb} <= 11");
 }
 
+/// Two waiters on a Redlock lock held by a bare majority (n0, n3, n4): the
+/// free nodes n1, n2 let each waiter's attempt partly succeed; the failed
+/// attempt's compensating releases publish, waking the other waiter, which
+/// retries at once. Waiting must still cost a handful of attempts, not a
+/// busy loop (and not hundreds of fence increments).
+#[test]
+fn redlock_waiters_do_not_wake_each_other_into_a_busy_loop() {
+    let mut net = Net::calm();
+    net.delay = (200, 900);
+    let mut sim = Sim::new(16, 5, net);
+    let h = sim.add_client(Clock::PERFECT);
+    let holder = sim.add_lease(h, LeaseOpts::new(1_000, Wait::Forever));
+    sim.partition_at(0, 1, 50 * MS);
+    sim.partition_at(0, 2, 50 * MS);
+    sim.at(MS, holder, AppAction::Acquire);
+    sim.at(500 * MS, holder, AppAction::Release);
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
+        let c = sim.add_client(Clock::PERFECT);
+        let w = sim.add_lease(c, LeaseOpts::new(1_000, Wait::Forever));
+        sim.at(100 * MS, w, AppAction::Acquire);
+        waiters.push(w);
+    }
+    sim.run_until(500 * MS);
+    assert!(sim.leases[holder].acquired.is_some());
+    let attempts: usize = waiters
+        .iter()
+        .map(|&w| {
+            let sent = &sim.leases[w].sent;
+            sent.iter()
+                .filter(|c| c.1.script == Script::Acquire)
+                .count()
+                / 5
+        })
+        .sum();
+    let counter = (0..5).map(|n| sim.counter(n)).max().unwrap();
+    assert!(
+        attempts <= 20,
+        "{attempts} attempts by 2 waiters in 400 ms while the lock was held; counters reached {counter}"
+    );
+}
+
 #[test]
 fn redlock_skips_the_write_back_when_a_majority_agrees() {
     let mut sim = Sim::new(11, 5, Net::calm());

@@ -1337,7 +1337,7 @@ impl Scenario {
             sim.crash_at(at, node, down);
         }
         if self.noise {
-            sim.noise(rng.range(ttl / 100, ttl / 20).max(100), 4 * horizon);
+            sim.noise(rng.range(ttl / 50, ttl / 10).max(200), 2 * horizon);
         }
         sim
     }
