@@ -11,6 +11,24 @@ use std::time::{Duration, Instant};
 
 use fencelock::{Client, LockOptions};
 
+/// Process CPU time (user + system), from /proc (Linux), so the overhead can
+/// be judged on a busy machine where wall-clock latency is noise.
+fn cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // After the ")": state is index 0, utime 11, stime 12; 100 ticks/s.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -44,9 +62,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut evalsha = redis::cmd("EVALSHA");
     evalsha.arg(&sha).arg(1).arg("latency:raw").arg("x");
     let t = Instant::now();
+    let c = cpu();
     for _ in 0..n {
         let _: i64 = evalsha.query_async(&mut conn).await?;
     }
+    let eval_cpu = (cpu() - c) / n;
     let eval_rtt = t.elapsed() / n;
 
     let client = Client::connect(url.as_str()).await?;
@@ -55,10 +75,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         client.acquire("latency", &options).await?.release().await?;
     }
     let t = Instant::now();
+    let c = cpu();
     for _ in 0..n {
         client.acquire("latency", &options).await?.release().await?;
     }
     let lock_cycle = t.elapsed() / n;
+    let lock_cpu = (cpu() - c) / n;
 
     // The blocking path Python uses: block_on from a plain thread.
     let handle = tokio::runtime::Handle::current();
@@ -96,6 +118,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "acquire+release (2 RTT)     {:>8.1} us  ({:.2}x two EVALSHAs)",
         lock_cycle.as_secs_f64() * 1e6,
         lock_cycle.as_secs_f64() / (2.0 * eval_rtt.as_secs_f64())
+    );
+    println!(
+        "CPU per EVALSHA {:.1} us, per acquire+release {:.1} us (client side, all threads)",
+        eval_cpu.as_secs_f64() * 1e6,
+        lock_cpu.as_secs_f64() * 1e6
     );
     println!(
         "  same via block_on         {:>8.1} us",

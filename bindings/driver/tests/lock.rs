@@ -687,7 +687,29 @@ async fn a_closed_client_refuses_new_work() {
     let (url, _server) = redis_url();
     let client = Client::connect(url.as_str()).await.unwrap();
     let clone = client.clone();
+    // A waiter blocked behind another client's lease is told at once.
+    let name = unique("closing");
+    let holder = Client::connect(url.as_str()).await.unwrap();
+    let held = holder
+        .acquire(&name, &LockOptions::new(secs(30)))
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let (client, name) = (client.clone(), name.clone());
+        async move { client.acquire(&name, &LockOptions::new(secs(30))).await }
+    });
+    let channel = keys(&name).channel;
+    eventually(secs(5), "the waiter subscribed", || {
+        numsub(&url, &channel) >= 1
+    })
+    .await;
     client.close().await;
+    let r = tokio::time::timeout(secs(2), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(r, Err(Error::Redis { .. })), "{r:?}");
+    held.release().await.unwrap();
     client.close().await;
     assert!(clone.is_closed());
     let r = clone
