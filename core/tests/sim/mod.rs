@@ -184,7 +184,8 @@ impl Node {
         let key = |i: usize| cmd.keys.get(i).cloned();
         let arg = |i: usize| cmd.args.get(i).cloned();
         match cmd.script {
-            // SET lock token NX PX ttl; INCR fence -> {1, fence} | {0, pttl}
+            // SET lock token NX PX ttl (or our own token: PEXPIRE); INCR fence
+            // -> {1, fence} | {0, pttl}
             Script::Acquire => {
                 let (Some(lock), Some(fence), Some(token), Some(ttl)) =
                     (key(0), key(1), arg(0), arg(1))
@@ -194,21 +195,29 @@ impl Node {
                 let Some(ttl) = int(&ttl).filter(|t| *t > 0) else {
                     return err("ERR invalid expire time in 'set' command");
                 };
-                if let Some(exp) = self.live(&lock, now).map(|e| e.1) {
-                    let pttl = match exp {
-                        Some(e) => self.server_ms(e - now) as i64,
-                        None => -1,
-                    };
-                    return (Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)]), None);
+                // Free, or our own leftover token (a lost compensating
+                // release): granted. Anyone else's: {0, pttl}.
+                if let Some((holder, exp)) = self.live(&lock, now).map(|e| e.clone()) {
+                    if holder != token {
+                        let pttl = match exp {
+                            Some(e) => self.server_ms(e - now) as i64,
+                            None => -1,
+                        };
+                        return (Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)]), None);
+                    }
                 }
                 let counter = match self.live(&fence, now) {
                     None => 0,
                     Some((v, _)) => match int(v) {
                         Some(n) => n,
-                        None => return err("ERR value is not an integer or out of range"),
+                        None => {
+                            self.data.remove(&lock);
+                            return err("ERR value is not an integer or out of range");
+                        }
                     },
                 };
                 let Some(next) = counter.checked_add(1) else {
+                    self.data.remove(&lock);
                     return err("ERR increment or decrement would overflow");
                 };
                 self.set(&fence, next.to_string().as_bytes(), None);
@@ -216,14 +225,14 @@ impl Node {
                 self.set(&lock, &token, Some(expires));
                 (Reply::Array(vec![Reply::Int(1), Reply::Int(next)]), None)
             }
-            // if GET lock == token: DEL lock; PUBLISH channel -> 1 | 0
+            // if GET lock == token: DEL lock; PUBLISH channel (if given) -> 1 | 0
             Script::Release => {
-                let (Some(lock), Some(channel), Some(token)) = (key(0), key(1), arg(0)) else {
+                let (Some(lock), Some(token)) = (key(0), arg(0)) else {
                     return err("ERR wrong number of arguments");
                 };
                 if self.live(&lock, now).is_some_and(|(v, _)| *v == token) {
                     self.data.remove(&lock);
-                    (Reply::Int(1), Some(channel))
+                    (Reply::Int(1), key(1))
                 } else {
                     (Reply::Int(0), None)
                 }
