@@ -12,11 +12,12 @@ only the Pythonic surface: context managers, exceptions and type hints.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
 from types import TracebackType
-from typing import Callable, Optional, Type, Union
+from typing import Any, Callable, Optional, Type, TypeVar, Union
 
 from . import _native
 from ._native import AsyncLease, Lease
@@ -44,10 +45,11 @@ _log = logging.getLogger("fencelock")
 # connections; clients reconnect lazily on first use.
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_native._after_fork_in_child)
-# Never call into logging from runtime threads once the interpreter is going.
-atexit.register(_native._stop_logging)
+# Runtime threads must not call into Python once the interpreter is going.
+atexit.register(_native._shutdown)
 
-Name = Union[str, bytes]
+Name = Union[str, bytes, bytearray]
+_T = TypeVar("_T")
 
 
 class Client(_native.Client):
@@ -90,6 +92,32 @@ class AsyncClient(_native.AsyncClient):
     """The asyncio client. Cancelling a task that awaits ``acquire`` leaves no
     lock behind."""
 
+    async def acquire(
+        self,
+        name: Name,
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+    ) -> AsyncLease:
+        """Acquire ``name``, waiting as ``wait`` allows (``None``: until
+        acquired); ``NotAcquired`` when the wait runs out."""
+        future, cancel = self._acquire(name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+        return await _cancel_safe(future, cancel)
+
+    async def try_acquire(
+        self,
+        name: Name,
+        ttl: float,
+        *,
+        auto_renew: bool = False,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+    ) -> Optional[AsyncLease]:
+        """One attempt: the lease, or ``None`` if someone else holds the lock."""
+        future, cancel = self._try_acquire(name, ttl, auto_renew=auto_renew, on_lost=on_lost)
+        return await _cancel_safe(future, cancel)
+
     def lock(
         self,
         name: Name,
@@ -115,6 +143,26 @@ class AsyncClient(_native.AsyncClient):
         tb: Optional[TracebackType],
     ) -> None:
         await self.close()
+
+
+async def _cancel_safe(future: "asyncio.Future[_T]", cancel: Callable[[], None]) -> _T:
+    """Await an acquire; if our task is cancelled, stop the acquire and, should
+    a lease have been granted in the meantime, release it in the background
+    (it would otherwise sit in a cancelled future until its TTL)."""
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        cancel()
+        future.add_done_callback(_abandon_granted)
+        raise
+
+
+def _abandon_granted(future: "asyncio.Future[Any]") -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    lease = future.result()
+    if isinstance(lease, AsyncLease):
+        lease._abandon()
 
 
 def _release_failed(lease: object, error: LockError, body_raised: bool) -> None:
@@ -183,7 +231,7 @@ class AsyncLock:
 
     def __init__(
         self,
-        client: _native.AsyncClient,
+        client: AsyncClient,
         name: Name,
         ttl: float,
         *,

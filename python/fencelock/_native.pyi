@@ -5,7 +5,7 @@ Use the re-exports in ``fencelock``; ``Client``/``AsyncClient`` there add
 """
 
 import asyncio
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union, final
 
 __version__: str
 
@@ -62,6 +62,11 @@ class AsyncLease:
     def release(self) -> asyncio.Future[None]: ...
     def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
+    def _abandon(self) -> None: ...
+
+@final
+class Canceller:
+    def __call__(self) -> None: ...
 
 class Client:
     def __init__(
@@ -100,7 +105,7 @@ class AsyncClient:
         connect_timeout: Optional[float] = None,
         response_timeout: Optional[float] = None,
     ) -> None: ...
-    def acquire(
+    def _acquire(
         self,
         name: _Name,
         ttl: float,
@@ -108,16 +113,16 @@ class AsyncClient:
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
-    ) -> asyncio.Future[AsyncLease]: ...
-    def try_acquire(
+    ) -> Tuple[asyncio.Future[AsyncLease], Canceller]: ...
+    def _try_acquire(
         self,
         name: _Name,
         ttl: float,
         *,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
-    ) -> asyncio.Future[Optional[AsyncLease]]: ...
+    ) -> Tuple[asyncio.Future[Optional[AsyncLease]], Canceller]: ...
     def close(self) -> asyncio.Future[None]: ...
 
 def _after_fork_in_child() -> None: ...
-def _stop_logging() -> None: ...
+def _shutdown() -> None: ...

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use fencelock::{ClientOptions, LockOptions};
 use pyo3::prelude::*;
-use tokio::sync::OnceCell;
+use tokio::sync::{oneshot, OnceCell};
 
 use crate::convert::{self, Name};
 use crate::errors::{self, Reply};
+use crate::guard::ReleaseIfDropped;
 use crate::lease::{self, Delivery, Lease, LeaseCore};
 use crate::logging;
 use crate::runtime;
@@ -206,7 +207,7 @@ impl Client {
         let options = request.options;
         let result = runtime::block_on(
             py,
-            async move { client.await?.acquire(key, &options).await },
+            ReleaseIfDropped::new(async move { client.await?.acquire(key, &options).await }),
         )?;
         let inner = result.map_err(|e| errors::to_py(py, e))?;
         lease::new_lease(
@@ -230,11 +231,10 @@ impl Client {
         let client = self.connector.client(py)?;
         let key = request.name.as_bytes().to_vec();
         let options = request.options;
-        let result =
-            runtime::block_on(
-                py,
-                async move { client.await?.try_acquire(key, &options).await },
-            )?;
+        let result = runtime::block_on(
+            py,
+            ReleaseIfDropped::new(async move { client.await?.try_acquire(key, &options).await }),
+        )?;
         match result.map_err(|e| errors::to_py(py, e))? {
             None => Ok(None),
             Some(inner) => lease::new_lease(
@@ -263,6 +263,68 @@ impl Client {
     }
 }
 
+/// Cancels one asyncio acquire (see `AsyncClient._acquire`).
+#[pyclass(module = "fencelock._native", frozen)]
+#[derive(Debug)]
+pub struct Canceller {
+    tx: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+#[pymethods]
+impl Canceller {
+    fn __call__(&self) {
+        if let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl AsyncClient {
+    fn start<'py>(
+        &self,
+        py: Python<'py>,
+        request: Request,
+        once: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
+        let client = self.connector.client(py)?;
+        let (tx, mut cancelled) = oneshot::channel::<()>();
+        let Request {
+            name,
+            options,
+            on_lost,
+        } = request;
+        let key = name.as_bytes().to_vec();
+        let future = runtime::future_into_py(py, async move {
+            let acquire = ReleaseIfDropped::new(async move {
+                let client = client.await?;
+                if once {
+                    client.try_acquire(key, &options).await
+                } else {
+                    client.acquire(key, &options).await.map(Some)
+                }
+            });
+            let result = tokio::select! {
+                biased;
+                result = acquire => result,
+                Ok(()) = &mut cancelled => Err(fencelock::Error::NotAcquired {
+                    name: fencelock_core::LockName::new(name.as_bytes())
+                        .expect("validated on entry"),
+                }),
+            };
+            Ok(Reply::new(result.map(|maybe| {
+                maybe.map(|inner| Delivery::new(inner, name, event_loop, on_lost))
+            })))
+        })?;
+        Ok((
+            future,
+            Canceller {
+                tx: Mutex::new(Some(tx)),
+            },
+        ))
+    }
+}
+
 /// The asyncio client: the same operations as awaitables. Cancelling an
 /// awaiting task leaves no lock behind.
 #[pyclass(module = "fencelock._native", name = "AsyncClient", frozen, subclass)]
@@ -286,8 +348,13 @@ impl AsyncClient {
         })
     }
 
+    /// `(future, cancel)`: the future resolves to the lease; `cancel()` stops
+    /// the acquire (the driver then leaves nothing held). The Python wrapper
+    /// awaits the future through `asyncio.shield` and calls `cancel()` when
+    /// its task is cancelled, so a lease granted at that very moment is never
+    /// lost inside a cancelled future: it is released (`_abandon`).
     #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
-    fn acquire<'py>(
+    fn _acquire<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
@@ -295,46 +362,22 @@ impl AsyncClient {
         wait: Option<&Bound<'py, PyAny>>,
         auto_renew: bool,
         on_lost: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
         let request = request(name, ttl, wait, auto_renew, on_lost)?;
-        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
-        let client = self.connector.client(py)?;
-        runtime::future_into_py(py, async move {
-            let Request {
-                name,
-                options,
-                on_lost,
-            } = request;
-            let result = async { client.await?.acquire(name.as_bytes(), &options).await }.await;
-            Ok(Reply::new(result.map(|inner| {
-                Delivery::new(inner, name, event_loop, on_lost)
-            })))
-        })
+        self.start(py, request, false)
     }
 
     #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
-    fn try_acquire<'py>(
+    fn _try_acquire<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
         ttl: &Bound<'py, PyAny>,
         auto_renew: bool,
         on_lost: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
         let request = request(name, ttl, None, auto_renew, on_lost)?;
-        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
-        let client = self.connector.client(py)?;
-        runtime::future_into_py(py, async move {
-            let Request {
-                name,
-                options,
-                on_lost,
-            } = request;
-            let result = async { client.await?.try_acquire(name.as_bytes(), &options).await }.await;
-            Ok(Reply::new(result.map(|maybe| {
-                maybe.map(|inner| Delivery::new(inner, name, event_loop, on_lost))
-            })))
-        })
+        self.start(py, request, true)
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

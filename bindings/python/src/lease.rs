@@ -279,6 +279,17 @@ impl AsyncLease {
         })
     }
 
+    /// Release in the background, ignoring the outcome: for a lease that was
+    /// granted to an acquire whose task had been cancelled.
+    fn _abandon(&self) {
+        if let Ok(lease) = self.core.check_process() {
+            self.core.stop_watchers();
+            runtime::handle().spawn(async move {
+                let _ = lease.release().await;
+            });
+        }
+    }
+
     /// Call `callback(lease)` in the event loop (`call_soon_threadsafe`) once
     /// the lease is lost. Not called after a release.
     fn on_lost(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {

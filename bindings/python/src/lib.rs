@@ -7,6 +7,7 @@
 mod client;
 mod convert;
 mod errors;
+mod guard;
 mod lease;
 mod logging;
 mod runtime;
@@ -18,10 +19,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::Client>()?;
     m.add_class::<client::AsyncClient>()?;
+    m.add_class::<client::Canceller>()?;
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::AsyncLease>()?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
-    m.add_function(wrap_pyfunction!(logging::_stop_logging, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
     logging::install(m.py());
     Ok(())
 }

@@ -72,9 +72,8 @@ pub fn refresh(py: Python<'_>) {
     THRESHOLD.store(threshold, Ordering::Relaxed);
 }
 
-/// Stop forwarding (interpreter shutdown: `atexit`).
-#[pyfunction]
-pub fn _stop_logging() {
+/// Stop forwarding (interpreter shutdown).
+pub fn stop() {
     ACTIVE.store(false, Ordering::Relaxed);
 }
 

@@ -19,6 +19,7 @@
 use std::cell::OnceCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,6 +74,20 @@ pub fn _after_fork_in_child() {
     }
 }
 
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// `atexit`: from now on runtime threads never try to call into Python
+/// (attaching to a finalizing interpreter panics or hangs).
+#[pyfunction]
+pub fn _shutdown() {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    crate::logging::stop();
+}
+
+pub fn shutting_down() -> bool {
+    SHUTTING_DOWN.load(Ordering::SeqCst)
+}
+
 /// How long a blocking call sleeps between checks for Ctrl-C.
 const SIGNAL_SLICE: Duration = Duration::from_millis(50);
 
@@ -125,7 +140,13 @@ impl GenericRuntime for ForkSafeRuntime {
     where
         F: FnOnce() + Send + 'static,
     {
-        handle().spawn_blocking(f)
+        // pyo3_async_runtimes delivers results from here with
+        // `Python::attach`: skip that once the interpreter is going away.
+        handle().spawn_blocking(move || {
+            if !shutting_down() {
+                f();
+            }
+        })
     }
 }
 
