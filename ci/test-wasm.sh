@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 forbidden='^(tokio|redis|rand|rand_core|uuid|getrandom|mio)$'
 deps=$(cargo tree --locked -p fencelock-core -e normal --target all --prefix none | awk '{print $1}' | sort -u)
 if bad=$(grep -E "$forbidden" <<<"$deps"); then
-  echo "test-wasm: fencelock-core depends on forbidden crates:" $bad >&2
+  echo "test-wasm: fencelock-core depends on forbidden crates: ${bad//$'\n'/ }" >&2
   exit 1
 fi
-echo "test-wasm: fencelock-core normal deps:" $deps
+echo "test-wasm: fencelock-core normal deps: ${deps//$'\n'/ }"
 
 # 2. Build with Debian's toolchain (rustc-web + rust-web-src), because rustup
 #    cannot add the wasm32 target here. std is rebuilt from source
