@@ -122,7 +122,11 @@ async fn run_all(args: &[String]) -> i32 {
     if let Some(out) = flag(args, "--out") {
         let fuzz = flag(args, "--fuzz-summary");
         let doc = report::document(&rows, &cfg, quick, fuzz.as_deref());
-        std::fs::write(repo.join(&out), doc).expect("write report");
+        let out_path = repo.join(&out);
+        if let Some(parent) = out_path.parent() {
+            std::fs::create_dir_all(parent).expect("report directory");
+        }
+        std::fs::write(&out_path, doc).expect("write report");
         println!("wrote {out}");
     }
     let total: usize = rows.iter().map(|r| r.verdict.critical_sections).sum();

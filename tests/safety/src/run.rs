@@ -92,6 +92,8 @@ pub fn scenarios() -> Vec<Spec> {
           "TCP proxy adds 0-150 ms per chunk, changing every 0.5-1.5 s"),
         s("proxy-drop", Topo::Proxied, Fault::ProxyDrop, true, true, 1000,
           "TCP proxy cuts every connection every 100-500 ms (unknown outcomes)"),
+        Spec { time_share: 0.5, ..s("redlock-baseline", Topo::Redlock5, Fault::None, true, true, 3000,
+          "Redlock over 5 nodes, no faults (the reference for redlock-minority)") },
         s("redlock-minority", Topo::Redlock5, Fault::RedlockMinority, true, false, 3000,
           "Redlock over 5 nodes: 2 nodes SIGSTOPped past the TTL, or killed and restarted empty after the TTL"),
         s("failover", Topo::Failover, Fault::Failover, false, false, 1000,
@@ -555,6 +557,9 @@ async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verd
                 let _ = w.child.wait().await;
             }
         }
+    }
+    for w in ctx.workers.iter().chain(ctx.retired.iter()) {
+        let _ = std::fs::remove_file(ctx.dir.join(format!("{}.pid", w.id)));
     }
     let d_findings = ctx.final_check().await;
 
