@@ -177,7 +177,8 @@ class Monitor:
     def wait_for(self, pred: Callable[[List[Tuple[str, List[bytes]]]], bool], timeout: float = 10.0) -> None:
         with self.cond:
             if not self.cond.wait_for(lambda: pred(self.seen), timeout):
-                raise AssertionError("MONITOR never showed the expected command")
+                tail = "\n".join(f"{c} {a!r}"[:300] for c, a in self.seen[-30:])
+                raise AssertionError(f"MONITOR never showed the expected command; last seen:\n{tail}")
 
     def sync(self) -> None:
         marker = ("monitor-sync-" + uuid.uuid4().hex).encode()
@@ -197,11 +198,11 @@ class Monitor:
 
 def script_calls(seen: List[Tuple[str, List[bytes]]], scripts: Dict[str, str]) -> List[Dict[str, Any]]:
     """Client script calls (not what scripts run), EVAL mapped to its SHA1,
-    the NOSCRIPT fallback (an EVAL repeating the same client's EVALSHA just
-    before it) dropped. `scripts` maps name -> SHA1."""
+    the NOSCRIPT fallback (an EVAL repeating that client's previous call, an
+    EVALSHA) dropped. `scripts` maps name -> SHA1."""
     by_sha = {sha: name for name, sha in scripts.items()}
     out: List[Dict[str, Any]] = []
-    last_evalsha: Optional[Dict[str, Any]] = None
+    last_evalsha: Dict[str, Dict[str, Any]] = {}  # per client
     for client, args in seen:
         if client == "lua" or len(args) < 3:
             continue
@@ -216,10 +217,12 @@ def script_calls(seen: List[Tuple[str, List[bytes]]], scripts: Dict[str, str]) -
             continue
         n = int(args[2])
         call = {"client": client, "script": by_sha[sha], "keys": args[3 : 3 + n], "args": args[3 + n :]}
-        if verb == b"EVAL" and call == last_evalsha:
-            last_evalsha = None
+        if verb == b"EVAL" and call == last_evalsha.pop(client, None):
             continue
-        last_evalsha = call if verb == b"EVALSHA" else None
+        if verb == b"EVALSHA":
+            last_evalsha[client] = call
+        else:
+            last_evalsha.pop(client, None)
         out.append(call)
     return out
 

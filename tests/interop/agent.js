@@ -1,0 +1,60 @@
+'use strict'
+// Interop agent, Node side: one fencelock Client driven by JSON lines on
+// stdin (protocol: tests/python/test_interop.py), one reply line per request.
+// Usage: node agent.js REDIS_URL
+const path = require('node:path')
+const readline = require('node:readline')
+const fencelock = require(path.join(__dirname, '..', '..', 'node'))
+
+const ERRORS = new Map([
+  [fencelock.NotAcquiredError, 'NotAcquired'],
+  [fencelock.LockLostError, 'LockLost'],
+  [fencelock.RedisError, 'Redis'],
+])
+
+async function handle(client, leases, req) {
+  const lease = leases.get(req.lease)
+  switch (req.op) {
+    case 'acquire':
+    case 'try': {
+      const options = { ttl: req.ttl, wait: req.wait ?? undefined }
+      const got = req.op === 'acquire' ? await client.acquire(req.name, options) : await client.tryAcquire(req.name, options)
+      if (got === null) return { ok: true, lease: null }
+      const id = String(leases.size)
+      leases.set(id, got)
+      return { ok: true, lease: id, fence: String(got.fence) }
+    }
+    case 'extend':
+      await lease.extend(req.ttl ?? undefined)
+      return { ok: true }
+    case 'release':
+      await lease.release()
+      return { ok: true }
+    case 'lost':
+      return { ok: true, lost: lease.lost, aborted: lease.signal.aborted }
+    default:
+      return { ok: false, error: `unknown op ${req.op}` }
+  }
+}
+
+async function main() {
+  const client = await fencelock.Client.connect(process.argv[2])
+  const leases = new Map()
+  console.log(JSON.stringify({ ready: true, lang: 'node' }))
+  for await (const line of readline.createInterface({ input: process.stdin })) {
+    let reply
+    try {
+      reply = await handle(client, leases, JSON.parse(line))
+    } catch (err) {
+      if (!ERRORS.has(err.constructor)) throw err
+      reply = { ok: false, error: ERRORS.get(err.constructor), message: err.message }
+    }
+    console.log(JSON.stringify(reply))
+  }
+  await client.close()
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,50 @@
+"""Interop agent, Python side: one fencelock.Client driven by JSON lines on
+stdin (see tests/python/test_interop.py for the protocol), one reply line per
+request on stdout. Usage: agent.py REDIS_URL"""
+
+import json
+import sys
+
+import fencelock
+
+ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis"}
+
+
+def main() -> None:
+    client = fencelock.Client(sys.argv[1])
+    leases = {}
+    print(json.dumps({"ready": True, "lang": "python"}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        op, lease = req["op"], leases.get(req.get("lease"))
+        try:
+            if op == "acquire" or op == "try":
+                ttl = req["ttl"] / 1000
+                if op == "acquire":
+                    wait = None if req.get("wait") is None else req["wait"] / 1000
+                    got = client.acquire(req["name"], ttl=ttl, wait=wait)
+                else:
+                    got = client.try_acquire(req["name"], ttl=ttl)
+                if got is None:
+                    reply = {"ok": True, "lease": None}
+                else:
+                    leases[str(len(leases))] = got
+                    reply = {"ok": True, "lease": str(len(leases) - 1), "fence": str(got.fence)}
+            elif op == "extend":
+                lease.extend(*(() if req.get("ttl") is None else (req["ttl"] / 1000,)))
+                reply = {"ok": True}
+            elif op == "release":
+                lease.release()
+                reply = {"ok": True}
+            elif op == "lost":
+                reply = {"ok": True, "lost": lease.lost}
+            else:
+                reply = {"ok": False, "error": f"unknown op {op}"}
+        except fencelock.LockError as e:
+            reply = {"ok": False, "error": ERRORS[type(e)], "message": str(e)}
+        print(json.dumps(reply), flush=True)
+    client.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+'use strict'
+// tests/vectors/*.json through Node's public API against a real
+// redis-server: the keys a lock creates, argument validation (error
+// classes, nothing sent), and the exact script calls of each scenario seen
+// by MONITOR. Rust (tests/conformance) and Python (tests/python) check the
+// same files.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { ROOT, vectors, asBytes, asName, number, Redis, Monitor, scriptCalls, TOKEN, redisUrlOrServer } = require('../support/fltest.js')
+const fencelock = require(path.join(ROOT, 'node'))
+
+const COMMANDS = vectors('commands.json')
+const SCRIPTS = COMMANDS.scripts
+const KEYS = vectors('keys.json').cases
+const VALIDATION = vectors('validation.json')
+
+let server
+let url
+let raw
+before(async () => {
+  server = await redisUrlOrServer()
+  url = server.url
+  raw = await Redis.connect(url)
+})
+after(async () => {
+  raw.close()
+  await server.stop()
+})
+
+async function withMonitor(fn) {
+  const monitor = await Monitor.start(url)
+  try {
+    await fn(monitor)
+    await monitor.sync()
+    return scriptCalls(monitor.seen, SCRIPTS)
+  } finally {
+    monitor.close()
+  }
+}
+
+const keySet = async (prefix) => new Set((await raw.cmd('KEYS', `${prefix}*`)).map((k) => k.toString('hex')))
+const hexes = (...bufs) => bufs.map((b) => b.toString('hex'))
+
+// ------------------------------------------------------------------ keys.json
+
+for (const c of KEYS) {
+  test(`keys: ${c.prefix} ${c.why}`, async () => {
+    const [lock, fence, channel] = ['lock', 'fence', 'channel'].map((k) => asBytes(c[k]))
+    await raw.cmd('DEL', lock, fence)
+    const before = await keySet(c.prefix)
+    const name = asName(c.name)
+    const calls = await withMonitor(async () => {
+      const client = await fencelock.Client.connect(url, { prefix: c.prefix })
+      try {
+        const lease = await client.acquire(name, { ttl: 30_000, wait: 0 })
+        assert.deepEqual(Buffer.isBuffer(name) ? Buffer.from(lease.name) : lease.name, name)
+        const added = [...(await keySet(c.prefix))].filter((k) => !before.has(k)).sort()
+        assert.deepEqual(added, hexes(lock, fence).sort())
+        assert.equal(await raw.cmd('TYPE', lock), 'string')
+        assert.equal((await raw.cmd('GET', lock)).toString(), lease.token)
+        const pttl = await raw.cmd('PTTL', lock)
+        assert.ok(pttl > 0 && pttl <= 30_000)
+        assert.equal(await raw.cmd('TYPE', fence), 'string')
+        assert.equal((await raw.cmd('GET', fence)).toString(), String(lease.fence))
+        assert.equal(await raw.cmd('PTTL', fence), -1) // the counter never expires
+        await lease.release()
+        assert.equal(await raw.cmd('EXISTS', lock), 0)
+        const left = [...(await keySet(c.prefix))].filter((k) => !before.has(k))
+        assert.deepEqual(left, hexes(fence))
+      } finally {
+        await client.close()
+      }
+    })
+    const mine = calls.filter((x) => x.keys[0].equals(lock))
+    assert.deepEqual(
+      mine.map((x) => [x.script, hexes(...x.keys)]),
+      [
+        ['acquire', hexes(lock, fence)],
+        ['release', hexes(lock, channel)],
+      ],
+    )
+  })
+}
+
+// ------------------------------------------------------------ validation.json
+
+async function rejects(client, name, options, errorClass, what) {
+  for (const call of [() => client.acquire(name, options), () => client.tryAcquire(name, options)]) {
+    let caught
+    try {
+      await call()
+    } catch (err) {
+      caught = err
+    }
+    assert.ok(caught, `${what}: no error`)
+    assert.equal(caught.constructor, errorClass, `${what}: ${caught}`)
+  }
+}
+
+test('validation: bad names, ttls and waits throw RangeError/TypeError and send nothing', async () => {
+  const calls = await withMonitor(async () => {
+    const client = await fencelock.Client.connect(url)
+    try {
+      for (const c of VALIDATION.names.invalid) await rejects(client, asName(c.name), { ttl: 1000 }, RangeError, c.why)
+      for (const bad of VALIDATION.names.wrong_type) await rejects(client, bad, { ttl: 1000 }, TypeError, JSON.stringify(bad))
+      for (const c of VALIDATION.ttl.invalid) await rejects(client, 'vectors:ttl', { ttl: number(c.ms) }, RangeError, `ttl ${c.ms}`)
+      for (const bad of VALIDATION.ttl.wrong_type) await rejects(client, 'vectors:ttl', { ttl: bad }, TypeError, `ttl ${JSON.stringify(bad)}`)
+      for (const c of VALIDATION.wait.invalid) {
+        await assert.rejects(client.acquire('vectors:wait', { ttl: 1000, wait: number(c.ms) }), RangeError, `wait ${c.ms}`)
+      }
+      for (const bad of VALIDATION.wait.wrong_type) {
+        await assert.rejects(client.acquire('vectors:wait', { ttl: 1000, wait: bad }), TypeError, `wait ${JSON.stringify(bad)}`)
+      }
+    } finally {
+      await client.close()
+    }
+  })
+  assert.deepEqual(calls, [])
+})
+
+test('validation: valid ttls are sent in whole milliseconds, rounded up', async () => {
+  const name = 'vectors:ttl-rounding'
+  const lock = Buffer.from(`fencelock:{${name}}`)
+  const calls = await withMonitor(async () => {
+    const client = await fencelock.Client.connect(url)
+    try {
+      for (const c of VALIDATION.ttl.valid) {
+        await raw.cmd('DEL', lock)
+        const lease = await client.acquire(name, { ttl: c.ms, wait: 0 })
+        try {
+          await lease.release()
+        } catch (err) {
+          assert.ok(err instanceof fencelock.LockLostError && c.ms < 100, String(err)) // a 1 ms lock may expire first
+        }
+      }
+    } finally {
+      await client.close()
+    }
+  })
+  const sent = calls.filter((x) => x.script === 'acquire').map((x) => x.args[1].toString())
+  assert.deepEqual(sent, VALIDATION.ttl.valid.map((c) => c.sent))
+})
+
+// -------------------------------------------------------------- commands.json
+
+function resolve(v, sc) {
+  if (v === '$lock' || v === '$fence' || v === '$channel') return asBytes(sc.keys[v.slice(1)])
+  if (v === '$token') return Buffer.from('$token')
+  return asBytes(v)
+}
+
+const ERRORS = new Map([
+  [fencelock.NotAcquiredError, 'NotAcquired'],
+  [fencelock.LockLostError, 'LockLost'],
+  [fencelock.RedisError, 'Redis'],
+])
+
+async function outcomeOf(promise) {
+  try {
+    return [await promise, null]
+  } catch (err) {
+    if (!ERRORS.has(err.constructor)) throw err
+    return [null, { error: ERRORS.get(err.constructor) }]
+  }
+}
+
+for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
+  test(`commands: ${sc.name}`, async () => {
+    for (const cmd of sc.setup) await raw.cmd(...cmd.map((a) => resolve(a, sc)))
+    const expected = []
+    let lease = null
+    const calls = await withMonitor(async () => {
+      const client = await fencelock.Client.connect(url, { prefix: sc.prefix })
+      try {
+        let got
+        let wantValidity
+        for (const step of sc.steps) {
+          if (step.call === 'acquire') {
+            const wait = sc.wait_ms === null ? undefined : sc.wait_ms
+            let err
+            ;[lease, err] = await outcomeOf(client.acquire(asName(sc.lock_name), { ttl: sc.ttl_ms, wait }))
+            got = lease ? { acquired: Number(lease.fence) } : err
+            if (lease) assert.equal(typeof lease.fence, 'bigint')
+            wantValidity = lease ? lease.validFor : undefined
+          } else if (step.call) {
+            const op = step.call === 'extend' ? lease.extend(step.ttl_ms) : lease.release()
+            const [, err] = await outcomeOf(op)
+            got = err ?? 'ok'
+          } else if (step.sent) {
+            for (const c of step.sent) expected.push([c.script, c.keys.map((k) => resolve(k, sc)), c.args.map((a) => resolve(a, sc))])
+          } else if (step.external) {
+            for (const cmd of step.external) await raw.cmd(...cmd.map((a) => resolve(a, sc)))
+          } else if (step.outcome !== undefined && step.outcome !== null) {
+            const want = typeof step.outcome === 'object' ? { ...step.outcome } : step.outcome
+            if (typeof want === 'object' && 'valid_until_ms' in want) {
+              assert.ok(wantValidity > 0 && wantValidity <= want.valid_until_ms, `validFor ${wantValidity}`)
+              delete want.valid_until_ms
+            }
+            assert.deepEqual(got, want, JSON.stringify(step))
+          }
+        }
+      } finally {
+        await client.close()
+      }
+    })
+    const lock = asBytes(sc.keys.lock)
+    const fence = asBytes(sc.keys.fence)
+    const mine = calls.filter((x) => x.keys[0].equals(lock) || x.keys[0].equals(fence))
+    const tokens = new Set(mine.filter((x) => x.script !== 'raise_fence').map((x) => x.args[0].toString()))
+    assert.ok(tokens.size <= 1 && [...tokens].every((t) => TOKEN.test(t)), [...tokens].join())
+    if (lease) assert.deepEqual([...tokens], [lease.token])
+    const masked = mine.map((x) => [x.script, hexes(...x.keys), x.args.map((a) => (tokens.has(a.toString()) ? '$token' : a.toString('hex')))])
+    const want = expected.map(([s, k, a]) => [s, hexes(...k), a.map((x) => (x.toString() === '$token' ? '$token' : x.toString('hex')))])
+    assert.deepEqual(masked, want)
+    for (const [key, value] of Object.entries(sc.final ?? {})) {
+      const v = await raw.cmd('GET', resolve(key, sc))
+      assert.equal(v === null ? null : v.toString(), value, key)
+    }
+  })
+}

@@ -1,0 +1,228 @@
+"""One lock, three languages: Rust, Python and Node agents (separate
+processes, each one fencelock client) share locks on one redis-server.
+
+Agent protocol (tests/interop/agent.py, agent.js, and the Rust
+tests/conformance/src/bin/fencelock-agent.rs): one JSON request per stdin
+line, one JSON reply per stdout line, requests handled in order.
+  {"op": "acquire", "name", "ttl": ms, "wait": ms|null} -> {"ok", "lease": id, "fence": "n"}
+  {"op": "try", "name", "ttl": ms}                      -> {"ok", "lease": id|null, ...}
+  {"op": "extend", "lease": id, "ttl": ms|null} / {"op": "release", "lease": id} -> {"ok"}
+  {"op": "lost", "lease": id}                           -> {"ok", "lost": bool}
+Failures: {"ok": false, "error": "NotAcquired"|"LockLost"|"Redis"}.
+
+The wire test runs one scenario (acquire, extend, contended wait, release,
+lost lease) with two agents of the same language under MONITOR, writes the
+masked command stream to $FENCELOCK_WIRE_DIR/<lang>.txt, and compares it with
+tests/vectors/wire.json; ci/test-interop.sh then diffs the three files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from fltest import ROOT, Monitor, Redis, script_calls, vectors
+
+SCRIPTS = vectors("commands.json")["scripts"]
+LANGS = ["rust", "python", "node"]
+
+
+def agent_command(lang: str, url: str) -> List[str]:
+    if lang == "python":
+        return [sys.executable, str(ROOT / "tests/interop/agent.py"), url]
+    if lang == "node":
+        return ["node", str(ROOT / "tests/interop/agent.js"), url]
+    exe = os.environ.get("FENCELOCK_RUST_AGENT", str(ROOT / "target/debug/fencelock-agent"))
+    if not os.path.exists(exe):  # run alone: build it (ci/test-interop.sh did already)
+        subprocess.run(["cargo", "build", "-q", "-p", "fencelock-conformance", "--bins"], cwd=ROOT, check=True)
+    return [exe, url]
+
+
+class Agent:
+    def __init__(self, lang: str, url: str) -> None:
+        self.lang = lang
+        self.proc = subprocess.Popen(
+            agent_command(lang, url), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self.replies: "queue.Queue[Dict[str, Any]]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.reply(30)["ready"]
+
+    def _read(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.replies.put(json.loads(line))
+
+    def send(self, **req: Any) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+
+    def reply(self, timeout: float = 15) -> Dict[str, Any]:
+        try:
+            return self.replies.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"{self.lang} agent did not answer within {timeout} s") from None
+
+    def call(self, **req: Any) -> Dict[str, Any]:
+        self.send(**req)
+        return self.reply()
+
+    def pending(self) -> bool:
+        return self.replies.empty() and self.proc.poll() is None
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def agents(redis_url: str) -> Iterator[Dict[str, Agent]]:
+    started = {lang: Agent(lang, redis_url) for lang in LANGS}
+    yield started
+    for agent in started.values():
+        agent.close()
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[Redis]:
+    r = Redis(redis_url)
+    yield r
+    r.close()
+
+
+def wait_until(cond: Any, what: str, timeout: float = 10.0) -> None:
+    """Poll a condition on Redis (not a sleep hiding a race)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.002)
+
+
+PAIRS = list(itertools.permutations(LANGS, 2))
+
+
+@pytest.mark.parametrize("holder,waiter", PAIRS, ids=[f"{h}-holds-{w}-waits" for h, w in PAIRS])
+def test_holder_blocks_other_language_then_hands_over(
+    holder: str, waiter: str, agents: Dict[str, Agent], raw: Redis
+) -> None:
+    h, w = agents[holder], agents[waiter]
+    name = f"interop:{holder}-{waiter}:{uuid.uuid4().hex[:8]}"
+    channel = f"fencelock:{{{name}}}:released".encode()
+    held = h.call(op="acquire", name=name, ttl=30000, wait=0)
+    assert held["ok"], held
+    assert w.call(op="try", name=name, ttl=30000) == {"ok": True, "lease": None}
+    w.send(op="acquire", name=name, ttl=30000, wait=10000)
+    # The waiter is parked: subscribed to the release channel, no answer yet.
+    wait_until(lambda: raw.execute("PUBSUB", "NUMSUB", channel)[1] >= 1, "the waiter never subscribed")
+    assert w.pending(), "the waiter answered while the lock was held"
+    released_at = time.monotonic()
+    assert h.call(op="release", lease=held["lease"]) == {"ok": True}
+    won = w.reply()
+    handoff = time.monotonic() - released_at
+    assert won["ok"], won
+    assert int(won["fence"]) > int(held["fence"])
+    # Woken by the release notification, not by its 1 s fallback timer.
+    assert handoff < 0.5, f"handoff took {handoff:.3f} s"
+    assert w.call(op="release", lease=won["lease"]) == {"ok": True}
+
+
+@pytest.mark.parametrize("holder,taker", PAIRS, ids=[f"{h}-loses-to-{t}" for h, t in PAIRS])
+def test_lease_lost_to_other_language_is_reported_lost(
+    holder: str, taker: str, agents: Dict[str, Agent]
+) -> None:
+    h, t = agents[holder], agents[taker]
+    name = f"interop:lost:{holder}-{taker}:{uuid.uuid4().hex[:8]}"
+    held = h.call(op="acquire", name=name, ttl=200, wait=0)
+    assert held["ok"], held
+    taken = t.call(op="acquire", name=name, ttl=30000, wait=5000)  # after the 200 ms expire
+    assert taken["ok"], taken
+    assert int(taken["fence"]) > int(held["fence"])
+    assert h.call(op="lost", lease=held["lease"])["lost"] is True
+    assert h.call(op="extend", lease=held["lease"], ttl=None)["error"] == "LockLost"
+    assert h.call(op="release", lease=held["lease"])["error"] == "LockLost"
+    assert t.call(op="extend", lease=taken["lease"], ttl=None) == {"ok": True}
+    assert t.call(op="release", lease=taken["lease"]) == {"ok": True}
+
+
+# ----------------------------------------------------------------- the wire
+
+WIRE = vectors("wire.json")
+
+
+def masked_stream(monitor: Monitor, keys: List[bytes]) -> List[str]:
+    """Script calls on these keys and (un)subscriptions to the channel, as
+    text; tokens replaced by <T1>, <T2>... in order of appearance."""
+    tokens: Dict[bytes, str] = {}
+
+    def show(b: bytes) -> str:
+        if re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", b):
+            return tokens.setdefault(b, f"<T{len(tokens) + 1}>")
+        return b.decode()
+
+    lines = [
+        " ".join([c["script"], *map(show, c["keys"]), *map(show, c["args"])])
+        for c in script_calls(monitor.seen, SCRIPTS)
+        if c["keys"][0] in keys
+    ]
+    # Subscriptions travel on a separate pub/sub connection, so their order
+    # relative to script calls is not fixed: compared as their own list.
+    subs = [
+        " ".join(a.decode() for a in args)
+        for client, args in monitor.seen
+        if client != "lua" and args[0].upper() in (b"SUBSCRIBE", b"UNSUBSCRIBE") and keys[2] in args
+    ]
+    return lines + ["--- subscriptions"] + subs
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_wire_commands_are_identical_in_every_language(lang: str, redis_url: str, raw: Redis) -> None:
+    name = WIRE["lock_name"]
+    keys = [f"fencelock:{{{name}}}{s}".encode() for s in ("", ":fence", ":released")]
+    raw.execute("DEL", keys[0], keys[1])
+    a, b = Agent(lang, redis_url), Agent(lang, redis_url)
+    monitor = Monitor(redis_url)
+    try:
+        first = a.call(op="acquire", name=name, ttl=10000, wait=0)
+        assert first["fence"] == "1"
+        assert a.call(op="extend", lease=first["lease"], ttl=20000) == {"ok": True}
+        b.send(op="acquire", name=name, ttl=10000, wait=5000)
+        # B tries, subscribes, tries again once subscribed, then waits.
+        monitor.wait_for(lambda seen: sum(1 for c in script_calls(seen, SCRIPTS) if c["script"] == "acquire") == 3)
+        assert b.pending()
+        assert a.call(op="release", lease=first["lease"]) == {"ok": True}
+        second = b.reply()
+        assert second["fence"] == "2"
+        raw.execute("DEL", keys[0])  # B's lock expires (as if B had paused)
+        third = a.call(op="acquire", name=name, ttl=10000, wait=0)
+        assert third["fence"] == "3"
+        assert b.call(op="extend", lease=second["lease"], ttl=None)["error"] == "LockLost"
+        assert b.call(op="release", lease=second["lease"])["error"] == "LockLost"
+        assert a.call(op="release", lease=third["lease"]) == {"ok": True}
+        monitor.sync()
+        stream = masked_stream(monitor, keys)
+    finally:
+        monitor.close()
+        a.close()
+        b.close()
+    out = os.environ.get("FENCELOCK_WIRE_DIR")
+    if out:
+        Path(out, f"{lang}.txt").write_text("\n".join(stream) + "\n")
+    assert stream == WIRE["stream"]

@@ -1,0 +1,305 @@
+'use strict'
+// Shared helpers of the cross-language tests and the demo (Node side):
+// the vectors' byte strings, a tiny RESP client, MONITOR capture and
+// normalisation (the same rules as tests/support/fltest.py and
+// tests/conformance/src/lib.rs), and a private redis-server.
+const { spawn } = require('node:child_process')
+const crypto = require('node:crypto')
+const fs = require('node:fs')
+const net = require('node:net')
+const path = require('node:path')
+const { once } = require('node:events')
+
+const ROOT = path.resolve(__dirname, '..', '..')
+
+const vectors = (name) => JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'vectors', name), 'utf8'))
+
+/** The vectors' byte strings: "text", {hex}, {repeat, count}. */
+function asBytes(v) {
+  if (typeof v === 'string') return Buffer.from(v, 'utf8')
+  if ('hex' in v) return Buffer.from(v.hex, 'hex')
+  return Buffer.from(v.repeat.repeat(v.count), 'utf8')
+}
+/** A lock name as a Node user passes it: string for text, Buffer for raw bytes. */
+const asName = (v) => (typeof v === 'object' && 'hex' in v ? Buffer.from(v.hex, 'hex') : asBytes(v).toString('utf8'))
+const number = (v) => (typeof v === 'string' ? Number(v) : v) // "NaN", "Infinity", "-Infinity"
+
+// ------------------------------------------------------------------- RESP
+
+function parse(buf, at) {
+  const nl = buf.indexOf('\r\n', at)
+  if (nl < 0) return null
+  const kind = String.fromCharCode(buf[at])
+  const line = buf.toString('utf8', at + 1, nl)
+  const end = nl + 2
+  if (kind === '+') return { value: line, end }
+  if (kind === '-') return { value: Object.assign(new Error(line), { redis: true }), end }
+  if (kind === ':') return { value: Number(line), end }
+  if (kind === '$') {
+    const n = Number(line)
+    if (n < 0) return { value: null, end }
+    if (buf.length < end + n + 2) return null
+    return { value: buf.subarray(end, end + n), end: end + n + 2 }
+  }
+  if (kind === '*') {
+    const n = Number(line)
+    if (n < 0) return { value: null, end }
+    const items = []
+    let pos = end
+    for (let i = 0; i < n; i++) {
+      const item = parse(buf, pos)
+      if (!item) return null
+      items.push(item.value)
+      pos = item.end
+    }
+    return { value: items, end: pos }
+  }
+  throw new Error(`unexpected RESP type ${kind}`)
+}
+
+/** A minimal RESP2 client. Replies: strings, numbers, Buffers, arrays; errors reject. */
+class Redis {
+  static async connect(url) {
+    const u = new URL(url)
+    const r = new Redis()
+    r.socket = net.connect(Number(u.port || 6379), u.hostname)
+    r.socket.setNoDelay(true)
+    r.buffer = Buffer.alloc(0)
+    r.pending = []
+    r.onPush = null
+    r.socket.on('data', (chunk) => r.#onData(chunk))
+    r.socket.on('error', (err) => r.#failAll(err))
+    r.socket.on('close', () => r.#failAll(new Error('connection closed')))
+    await once(r.socket, 'connect')
+    if (u.password) await r.cmd('AUTH', decodeURIComponent(u.password))
+    const db = u.pathname.replace('/', '')
+    if (db && db !== '0') await r.cmd('SELECT', db)
+    return r
+  }
+
+  cmd(...args) {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ resolve, reject })
+      this.socket.write(encode(args))
+    })
+  }
+
+  close() {
+    this.socket.destroy()
+  }
+
+  /** MONITOR mode: every later line goes to `onLine(buffer)`. */
+  async monitor(onLine) {
+    await this.cmd('MONITOR')
+    this.onPush = onLine
+  }
+
+  #failAll(err) {
+    for (const p of this.pending.splice(0)) p.reject(err)
+  }
+
+  #onData(chunk) {
+    this.buffer = Buffer.concat([this.buffer, chunk])
+    for (;;) {
+      if (this.onPush && this.pending.length === 0) {
+        const nl = this.buffer.indexOf('\r\n')
+        if (nl < 0) return
+        this.onPush(this.buffer.subarray(0, nl))
+        this.buffer = this.buffer.subarray(nl + 2)
+        continue
+      }
+      const parsed = parse(this.buffer, 0)
+      if (!parsed) return
+      this.buffer = this.buffer.subarray(parsed.end)
+      const p = this.pending.shift()
+      if (!p) continue
+      if (parsed.value instanceof Error && parsed.value.redis) p.reject(parsed.value)
+      else p.resolve(parsed.value)
+    }
+  }
+}
+
+function encode(args) {
+  const parts = [Buffer.from(`*${args.length}\r\n`)]
+  for (const a of args) {
+    const b = Buffer.isBuffer(a) ? a : Buffer.from(String(a))
+    parts.push(Buffer.from(`$${b.length}\r\n`), b, Buffer.from('\r\n'))
+  }
+  return Buffer.concat(parts)
+}
+
+// ---------------------------------------------------------------- MONITOR
+
+const ESC = { n: 10, r: 13, t: 9, a: 7, b: 8 }
+
+/** '+1700000000.1 [0 127.0.0.1:5000] "EVALSHA" "ab" ...' -> {client, args: Buffer[]} */
+function parseMonitorLine(line) {
+  const text = line.toString('latin1') // MONITOR escapes non-ASCII as \xNN
+  const m = /^\+?[\d.]+ \[\d+ ([^\]]+)\] (.*)$/s.exec(text)
+  if (!m) return null
+  const [, client, rest] = m
+  const args = []
+  let i = 0
+  while (i < rest.length) {
+    if (rest[i] !== '"') {
+      i++
+      continue
+    }
+    i++
+    const bytes = []
+    while (i < rest.length && rest[i] !== '"') {
+      if (rest[i] === '\\') {
+        i++
+        if (rest[i] === 'x') {
+          bytes.push(parseInt(rest.slice(i + 1, i + 3), 16))
+          i += 2
+        } else bytes.push(ESC[rest[i]] ?? rest.charCodeAt(i))
+      } else bytes.push(rest.charCodeAt(i))
+      i++
+    }
+    i++
+    args.push(Buffer.from(bytes))
+  }
+  return { client, args }
+}
+
+class Monitor {
+  static async start(url) {
+    const m = new Monitor()
+    m.url = url
+    m.seen = []
+    m.waiters = []
+    m.conn = await Redis.connect(url)
+    await m.conn.monitor((line) => {
+      const parsed = parseMonitorLine(line)
+      if (!parsed) return
+      m.seen.push(parsed)
+      for (const w of m.waiters.splice(0)) w()
+    })
+    await m.sync()
+    return m
+  }
+
+  /** Resolves once `pred(seen)` holds (rejects after 10 s). */
+  async waitFor(pred) {
+    const deadline = Date.now() + 10_000
+    while (!pred(this.seen)) {
+      if (Date.now() > deadline) throw new Error('MONITOR never showed the expected command')
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, 100)
+        this.waiters.push(() => {
+          clearTimeout(t)
+          resolve()
+        })
+      })
+    }
+  }
+
+  /** Everything the server ran before this call is in `seen` afterwards. */
+  async sync() {
+    const marker = Buffer.from(`monitor-sync-${crypto.randomUUID()}`)
+    const r = await Redis.connect(this.url)
+    await r.cmd('ECHO', marker)
+    r.close()
+    await this.waitFor((seen) => seen.some((s) => s.args.length === 2 && s.args[1].equals(marker)))
+  }
+
+  close() {
+    this.conn.close()
+  }
+}
+
+/** Client script calls (not what scripts run), EVAL mapped to its SHA1, the
+ * NOSCRIPT fallback (an EVAL repeating the same client's EVALSHA just before
+ * it) dropped. `scripts` maps name -> SHA1. */
+function scriptCalls(seen, scripts) {
+  const byName = new Map(Object.entries(scripts).map(([name, sha]) => [sha, name]))
+  const out = []
+  let lastEvalsha = null
+  const same = (a, b) =>
+    b && a.client === b.client && a.script === b.script && sameList(a.keys, b.keys) && sameList(a.args, b.args)
+  for (const { client, args } of seen) {
+    if (client === 'lua' || args.length < 3) continue
+    const verb = args[0].toString().toUpperCase()
+    let sha
+    if (verb === 'EVALSHA') sha = args[1].toString().toLowerCase()
+    else if (verb === 'EVAL') sha = crypto.createHash('sha1').update(args[1]).digest('hex')
+    else continue
+    if (!byName.has(sha)) continue
+    const n = Number(args[2].toString())
+    const call = { client, script: byName.get(sha), keys: args.slice(3, 3 + n), args: args.slice(3 + n) }
+    if (verb === 'EVAL' && same(call, lastEvalsha)) {
+      lastEvalsha = null
+      continue
+    }
+    lastEvalsha = verb === 'EVALSHA' ? call : null
+    out.push(call)
+  }
+  return out
+}
+const sameList = (a, b) => a.length === b.length && a.every((x, i) => x.equals(b[i]))
+
+const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+
+// ----------------------------------------------------------- redis-server
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.on('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** A private redis-server on a free loopback port: {url, stop()}. */
+async function startServer() {
+  const port = await freePort()
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  })
+  process.on('exit', () => child.kill('SIGKILL'))
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    try {
+      const s = net.connect(port, '127.0.0.1')
+      await once(s, 'connect')
+      s.destroy()
+      break
+    } catch (err) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server did not start: ${err}`)
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  }
+  return {
+    url: `redis://127.0.0.1:${port}/0`,
+    stop: async () => {
+      child.kill('SIGKILL')
+      if (child.exitCode === null) await once(child, 'exit')
+    },
+  }
+}
+
+/** The harness's FENCELOCK_TEST_REDIS_URL, or a private server. */
+async function redisUrlOrServer() {
+  const url = process.env.FENCELOCK_TEST_REDIS_URL
+  if (url) return { url, stop: async () => {} }
+  return startServer()
+}
+
+module.exports = {
+  ROOT,
+  vectors,
+  asBytes,
+  asName,
+  number,
+  Redis,
+  parseMonitorLine,
+  Monitor,
+  scriptCalls,
+  TOKEN,
+  startServer,
+  redisUrlOrServer,
+}
