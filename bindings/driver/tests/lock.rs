@@ -130,6 +130,8 @@ async fn second_release_is_a_no_op() {
     lease.release().await.unwrap();
     lease.release().await.unwrap();
     assert!(!exists(&url, &keys(&name).lock));
+    let late = lease.extend(None).await;
+    assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
     assert_eq!(lease.valid_for(), Duration::ZERO);
     assert!(!lease.lost());
     // Someone else may take it now; our stale lease must not disturb them.

@@ -169,21 +169,28 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
             &LockOptions::new(Duration::from_secs(10)).wait(Duration::ZERO),
         )
         .await;
-    // No majority can even be asked: a `Redis` error naming the cause (not
-    // `NotAcquired`, which means "held by someone else"), at once.
-    match &result {
-        Err(Error::Redis { message, .. }) => assert!(message.contains("127.0.0.1"), "{message}"),
-        other => panic!("expected a Redis error, got {other:?}"),
-    }
+    // No majority can even be asked. The core treats that like contention
+    // (it may pass): retry until the wait runs out, then `NotAcquired`;
+    // nothing stays held on the nodes that did answer.
+    assert!(
+        matches!(result, Err(Error::NotAcquired { .. })),
+        "{result:?}"
+    );
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock)));
+    let t = Instant::now();
     let bounded = client
         .acquire(
             &name,
             &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_millis(300)),
         )
         .await;
-    assert!(matches!(bounded, Err(Error::Redis { .. })), "{bounded:?}");
+    assert!(
+        matches!(bounded, Err(Error::NotAcquired { .. })),
+        "{bounded:?}"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(300) && t.elapsed() < Duration::from_secs(3));
+    assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock)));
 
     // Connecting with only two of five reachable is refused.
     let refused = Client::connect_with(urls.clone(), fast()).await;
