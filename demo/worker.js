@@ -1,0 +1,56 @@
+'use strict'
+// A demo worker (Node): takes jobs from the queue, locks the job's resource
+// with fencelock, "works", writes the result to the fenced ledger, releases.
+// Prints one JSON event per line for the orchestrator.
+// Usage: node worker.js REDIS_URL NAMESPACE WORKER_NAME TTL_MS
+const fs = require('node:fs')
+const path = require('node:path')
+const { Client, LockLostError } = require('../node')
+const { Redis } = require('../tests/support/fltest.js')
+
+const [url, ns, me, ttlMs] = process.argv.slice(2)
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const emit = (ev, fields = {}) => console.log(JSON.stringify({ ev, w: me, t: Date.now() / 1000, ...fields }))
+
+async function main() {
+  const redis = await Redis.connect(url)
+  const ledger = (await redis.cmd('SCRIPT', 'LOAD', fs.readFileSync(path.join(__dirname, 'ledger.lua')))).toString()
+  const client = await Client.connect(url)
+  emit('ready')
+  while (!(await redis.cmd('EXISTS', `${ns}stop`))) {
+    const job = await redis.cmd('LMOVE', `${ns}jobs`, `${ns}processing:${me}`, 'RIGHT', 'LEFT')
+    if (job === null) {
+      await sleep(20)
+      continue
+    }
+    const [jobId, resource] = job.toString().split(' ')
+    const waitedFrom = Date.now() / 1000
+    const lease = await client.acquire(ns + resource, { ttl: Number(ttlMs) }) // waits until acquired
+    const fence = Number(lease.fence)
+    const slow = (await redis.cmd('GETDEL', `${ns}slow:${me}`)) !== null
+    emit('acquired', { job: jobId, res: resource, fence, waited_from: waitedFrom, slow })
+    await sleep(slow ? 600 : 40 + Math.random() * 40) // the work
+    const [ok, last] = await redis.cmd('EVALSHA', ledger, 4, `${ns}fences`, `${ns}done`, `${ns}stats`, `${ns}history`, resource, fence, jobId, me)
+    if (ok) emit('wrote', { job: jobId, res: resource, fence })
+    else {
+      // our lock expired while we were paused: someone else owns the resource now
+      emit('stale', { job: jobId, res: resource, fence, last })
+      await redis.cmd('LPUSH', `${ns}jobs`, job) // retry the job later
+    }
+    await redis.cmd('LREM', `${ns}processing:${me}`, 1, job)
+    try {
+      await lease.release()
+      emit('released', { res: resource, fence })
+    } catch (err) {
+      if (!(err instanceof LockLostError)) throw err
+      emit('lost', { res: resource, fence })
+    }
+  }
+  await client.close()
+  redis.close()
+}
+
+main().catch((err) => {
+  console.error(err)
+  process.exit(1)
+})
