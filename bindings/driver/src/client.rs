@@ -66,8 +66,11 @@ impl Client {
     /// Connect to one URL (a single Redis) or several independent nodes
     /// (Redlock). Fails fast: within `connect_timeout` when a server is down.
     /// Must be called inside a tokio runtime; the client keeps that
-    /// runtime's handle and runs its background work there, so later calls
-    /// may come from any thread or runtime (`block_on` included).
+    /// runtime's handle and runs its background work there (auto-renewal,
+    /// validity deadlines, compensating releases), so later calls may come
+    /// from any thread or runtime (`block_on` included). Use a multi-thread
+    /// runtime, or keep a current-thread one running: its background work
+    /// only progresses while that runtime is driven.
     pub async fn connect_with(
         urls: impl IntoUrls,
         options: ClientOptions,
@@ -203,7 +206,6 @@ impl Client {
             .clone()
             .ok_or_else(|| Error::redis(Some(&name), "the client is closed"))?;
         let keys = self.inner.keyspace.keys(&name);
-        let channel = keys.channel.clone();
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
         let token = Token(uuid.hyphenated().to_string());
@@ -223,7 +225,6 @@ impl Client {
             conns,
             queues: Arc::clone(&self.inner.queues),
             config,
-            channel,
             started,
             reply,
         }));

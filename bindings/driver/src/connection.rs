@@ -65,7 +65,7 @@ impl Node {
             Error::invalid(format!(
                 "invalid Redis URL {:?}: {}",
                 url.redacted,
-                e.kind_str()
+                e.category()
             ))
         })?;
         let config = manager_config(connect_timeout, response_timeout);
@@ -163,7 +163,9 @@ impl Node {
                 if matches!(e.kind(), redis::ErrorKind::Server(_))
                     || e.code().is_some() && !e.is_io_error() =>
             {
-                Reply::Error(self.secret_free(command, &server_text(e.code(), e.detail())))
+                let text = self.secret_free(command, &server_text(e.code(), e.detail()));
+                tracing::debug!(node = %self.label, error = %text, "server error");
+                Reply::Error(text)
             }
             Err(e) => {
                 let text = describe_error(&self.label, self.password.as_deref(), &e);
@@ -199,7 +201,9 @@ impl Node {
             Value::BigNumber(n) => Reply::Bulk(n),
             Value::VerbatimString { text, .. } => Reply::Bulk(text.into_bytes()),
             Value::ServerError(e) => {
-                Reply::Error(self.secret_free(command, &server_text(Some(e.code()), e.details())))
+                let text = self.secret_free(command, &server_text(Some(e.code()), e.details()));
+                tracing::debug!(node = %self.label, error = %text, "server error");
+                Reply::Error(text)
             }
             other => Reply::Error(format!(
                 "unexpected reply type from {}: {other:?}",
@@ -256,14 +260,4 @@ pub(crate) fn describe_error(label: &str, password: Option<&str>, e: &RedisError
         e.to_string()
     };
     scrub(&format!("{label}: {what}"), password)
-}
-
-trait KindStr {
-    fn kind_str(&self) -> String;
-}
-
-impl KindStr for RedisError {
-    fn kind_str(&self) -> String {
-        self.category().to_owned()
-    }
 }

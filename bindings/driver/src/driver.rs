@@ -111,7 +111,6 @@ pub(crate) struct Job {
     pub conns: Arc<Connections>,
     pub queues: Arc<NameQueues>,
     pub config: LockConfig,
-    pub channel: Vec<u8>,
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
     pub reply: oneshot::Sender<Result<Lease, Error>>,
@@ -127,7 +126,6 @@ pub(crate) async fn run(job: Job) {
         conns,
         queues,
         mut config,
-        channel,
         started,
         mut reply,
     } = job;
@@ -187,7 +185,6 @@ pub(crate) async fn run(job: Job) {
     }
     let mut actor = Actor {
         conns: &conns,
-        channel,
         reply: Some(reply),
         turn: Some(turn),
         subscription: None,
@@ -202,7 +199,6 @@ pub(crate) async fn run(job: Job) {
 
 struct Actor<'a> {
     conns: &'a Arc<Connections>,
-    channel: Vec<u8>,
     /// The acquire caller, until the lease is handed over.
     reply: Option<oneshot::Sender<Result<Lease, Error>>>,
     turn: Option<Turn>,
@@ -334,7 +330,7 @@ impl Actor<'_> {
     fn on_event(&mut self, lock: &mut Lock, event: Event) {
         match event {
             Event::Subscribe => {
-                self.subscription = Some(self.conns.notifier.subscribe(&self.channel));
+                self.subscription = Some(self.conns.notifier.subscribe(&lock.keys().channel));
             }
             Event::Unsubscribe => self.subscription = None,
             Event::Acquired { fence, .. } => {

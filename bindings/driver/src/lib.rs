@@ -60,9 +60,10 @@
 //!
 //! `Client::connect([url1, url2, url3, url4, url5])` talks to independent
 //! nodes: `connect` succeeds when a majority is reachable, each acquire needs
-//! a majority with positive validity and otherwise releases everywhere and
-//! retries until its wait runs out (`NotAcquired`, also when a majority of
-//! nodes is unreachable), and extend needs a majority too.
+//! a majority with positive validity and otherwise releases everywhere
+//! (`NotAcquired` when the wait is over, also when a majority of nodes is
+//! unreachable: the node errors go to the `tracing` log), and extend needs a
+//! majority too.
 //!
 //! # Errors
 //!

@@ -46,7 +46,8 @@ enum Remote {
 }
 
 struct Channel {
-    waiters: Vec<Arc<Waiter>>,
+    /// Each waiter, and whether this node's confirmation was counted for it.
+    waiters: Vec<(Arc<Waiter>, bool)>,
     remote: Remote,
 }
 
@@ -136,22 +137,25 @@ impl Notifier {
         for node in &self.nodes {
             let mut table = node.table.lock().unwrap_or_else(|e| e.into_inner());
             match table.channels.get_mut(channel) {
-                Some(entry) => {
-                    entry.waiters.push(Arc::clone(&waiter));
-                    match entry.remote {
-                        Remote::Active => waiter.confirm_one(),
-                        Remote::Pending => {}
-                        Remote::Failed => {
-                            entry.remote = Remote::Pending;
-                            let _ = node.reconcile.send(channel.to_vec());
+                Some(entry) => match entry.remote {
+                    Remote::Active => {
+                        waiter.confirm_one();
+                        entry.waiters.push((Arc::clone(&waiter), true));
+                    }
+                    Remote::Pending => entry.waiters.push((Arc::clone(&waiter), false)),
+                    Remote::Failed => {
+                        entry.waiters.push((Arc::clone(&waiter), false));
+                        entry.remote = Remote::Pending;
+                        if node.reconcile.send(channel.to_vec()).is_err() {
+                            waiter.confirm_one();
                         }
                     }
-                }
+                },
                 None => {
                     table.channels.insert(
                         channel.to_vec(),
                         Channel {
-                            waiters: vec![Arc::clone(&waiter)],
+                            waiters: vec![(Arc::clone(&waiter), false)],
                             remote: Remote::Pending,
                         },
                     );
@@ -173,7 +177,7 @@ impl Notifier {
         for node in &self.nodes {
             let mut table = node.table.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(entry) = table.channels.get_mut(channel) {
-                entry.waiters.retain(|w| !Arc::ptr_eq(w, waiter));
+                entry.waiters.retain(|(w, _)| !Arc::ptr_eq(w, waiter));
                 if entry.waiters.is_empty() {
                     table.channels.remove(channel);
                     let _ = node.reconcile.send(channel.to_vec());
@@ -212,7 +216,7 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
     };
     let table = table.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(entry) = table.channels.get(channel.as_slice()) {
-        for waiter in &entry.waiters {
+        for (waiter, _) in &entry.waiters {
             waiter.notify.notify_one();
         }
     }
@@ -273,8 +277,10 @@ fn settle(table: &Mutex<Table>, channel: &[u8], ok: bool) -> bool {
     };
     if entry.remote == Remote::Pending {
         entry.remote = if ok { Remote::Active } else { Remote::Failed };
-        for waiter in &entry.waiters {
-            waiter.confirm_one();
+        for (waiter, counted) in &mut entry.waiters {
+            if !std::mem::replace(counted, true) {
+                waiter.confirm_one();
+            }
         }
     }
     true

@@ -169,9 +169,8 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
             &LockOptions::new(Duration::from_secs(10)).wait(Duration::ZERO),
         )
         .await;
-    // No majority can even be asked. The core treats that like contention
-    // (it may pass): retry until the wait runs out, then `NotAcquired`;
-    // nothing stays held on the nodes that did answer.
+    // No majority can even be asked: `NotAcquired` (the node errors go to
+    // the log); nothing stays held on the nodes that did answer.
     assert!(
         matches!(result, Err(Error::NotAcquired { .. })),
         "{result:?}"
@@ -189,7 +188,8 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
         matches!(bounded, Err(Error::NotAcquired { .. })),
         "{bounded:?}"
     );
-    assert!(t.elapsed() >= Duration::from_millis(300) && t.elapsed() < Duration::from_secs(3));
+    // At once or when the wait runs out, never later.
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock)));
 
     // Connecting with only two of five reachable is refused.
