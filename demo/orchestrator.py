@@ -7,7 +7,8 @@ an invariant broke.
 
 Environment: REDIS_URL (default: a private redis-server on a free loopback
 port, stopped at the end), DEMO_JOBS (300), DEMO_RESOURCES (4), DEMO_TTL_MS
-(1000), DEMO_WORKERS (3 per language).
+(1000), DEMO_WORKERS (3 per language); DEMO_UNFENCED=1 makes the ledger
+ignore fences, to see the invariant checks fail.
 """
 
 from __future__ import annotations

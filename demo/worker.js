@@ -9,6 +9,7 @@ const { Client, LockLostError } = require('../node')
 const { Redis } = require('../tests/support/fltest.js')
 
 const [url, ns, me, ttlMs] = process.argv.slice(2)
+const MODE = process.env.DEMO_UNFENCED ? 'unfenced' : 'fenced'
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const emit = (ev, fields = {}) => console.log(JSON.stringify({ ev, w: me, t: Date.now() / 1000, ...fields }))
 
@@ -30,7 +31,7 @@ async function main() {
     const slow = (await redis.cmd('GETDEL', `${ns}slow:${me}`)) !== null
     emit('acquired', { job: jobId, res: resource, fence, waited_from: waitedFrom, slow })
     await sleep(slow ? 600 : 40 + Math.random() * 40) // the work
-    const [ok, last] = await redis.cmd('EVALSHA', ledger, 4, `${ns}fences`, `${ns}done`, `${ns}stats`, `${ns}history`, resource, fence, jobId, me)
+    const [ok, last] = await redis.cmd('EVALSHA', ledger, 4, `${ns}fences`, `${ns}done`, `${ns}stats`, `${ns}history`, resource, fence, jobId, me, MODE)
     if (ok) emit('wrote', { job: jobId, res: resource, fence })
     else {
       // our lock expired while we were paused: someone else owns the resource now

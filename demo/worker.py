@@ -4,6 +4,7 @@ releases. Prints one JSON event per line for the orchestrator.
 Usage: worker.py REDIS_URL NAMESPACE WORKER_NAME TTL_MS"""
 
 import json
+import os
 import random
 import sys
 import time
@@ -14,6 +15,7 @@ import fencelock  # noqa: E402
 from fltest import Redis  # noqa: E402
 
 url, ns, me, ttl_ms = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+MODE = "unfenced" if os.environ.get("DEMO_UNFENCED") else "fenced"
 
 
 def emit(ev: str, **fields: object) -> None:
@@ -37,7 +39,7 @@ while not redis.execute("EXISTS", ns + "stop"):
     time.sleep(0.6 if slow else random.uniform(0.04, 0.08))  # the work
     ok, last = redis.execute(
         "EVALSHA", ledger, 4, ns + "fences", ns + "done", ns + "stats", ns + "history",
-        resource, lease.fence, job_id, me,
+        resource, lease.fence, job_id, me, MODE,
     )
     if ok:
         emit("wrote", job=job_id, res=resource, fence=lease.fence)

@@ -1,8 +1,7 @@
 'use strict'
 // Shared helpers of the cross-language tests and the demo (Node side):
 // the vectors' byte strings, a tiny RESP client, MONITOR capture and
-// normalisation (the same rules as tests/support/fltest.py and
-// tests/conformance/src/lib.rs), and a private redis-server.
+// normalisation (the same rules as tests/support/fltest.py), and a private redis-server.
 const { spawn } = require('node:child_process')
 const crypto = require('node:crypto')
 const fs = require('node:fs')

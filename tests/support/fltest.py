@@ -1,7 +1,6 @@
 """Shared helpers of the cross-language tests and the demo (Python side),
 stdlib only: the vectors' byte strings, a tiny RESP client, MONITOR capture
-and normalisation (the same rules as tests/conformance/src/lib.rs and
-tests/support/fltest.js), and a private redis-server.
+and normalisation (the same rules as tests/support/fltest.js), and a private redis-server.
 """
 
 from __future__ import annotations

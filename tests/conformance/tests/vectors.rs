@@ -55,8 +55,18 @@ fn ttl_conversions_match_the_vectors() {
     for case in doc["ttl"]["valid"].as_array().unwrap() {
         let sent: u64 = case["sent"].as_str().unwrap().parse().unwrap();
         // Node's unit (ms) and Python's (s) go through these two.
-        assert_eq!(Ttl::from_millis_f64(number(&case["ms"])).unwrap().as_millis(), sent, "{case}");
-        assert_eq!(Ttl::from_secs_f64(number(&case["s"])).unwrap().as_millis(), sent, "{case}");
+        assert_eq!(
+            Ttl::from_millis_f64(number(&case["ms"]))
+                .unwrap()
+                .as_millis(),
+            sent,
+            "{case}"
+        );
+        assert_eq!(
+            Ttl::from_secs_f64(number(&case["s"])).unwrap().as_millis(),
+            sent,
+            "{case}"
+        );
         // Rust's own unit, Duration, when the value is a whole number of ns.
         let ns = number(&case["ms"]) * 1e6;
         if ns.fract() == 0.0 {
@@ -65,12 +75,36 @@ fn ttl_conversions_match_the_vectors() {
         }
     }
     for case in doc["ttl"]["invalid"].as_array().unwrap() {
-        assert!(matches!(Ttl::from_millis_f64(number(&case["ms"])), Err(Error::InvalidArgument(_))), "{case}");
-        assert!(matches!(Ttl::from_secs_f64(number(&case["s"])), Err(Error::InvalidArgument(_))), "{case}");
+        assert!(
+            matches!(
+                Ttl::from_millis_f64(number(&case["ms"])),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{case}"
+        );
+        assert!(
+            matches!(
+                Ttl::from_secs_f64(number(&case["s"])),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{case}"
+        );
     }
     for case in doc["wait"]["invalid"].as_array().unwrap() {
-        assert!(matches!(Wait::from_millis_f64(Some(number(&case["ms"]))), Err(Error::InvalidArgument(_))), "{case}");
-        assert!(matches!(Wait::from_secs_f64(Some(number(&case["s"]))), Err(Error::InvalidArgument(_))), "{case}");
+        assert!(
+            matches!(
+                Wait::from_millis_f64(Some(number(&case["ms"]))),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{case}"
+        );
+        assert!(
+            matches!(
+                Wait::from_secs_f64(Some(number(&case["s"]))),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{case}"
+        );
     }
 }
 
@@ -93,8 +127,12 @@ fn reply(v: &Value) -> Reply {
         Value::Number(n) => Reply::Int(n.as_i64().unwrap()),
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
         Value::Array(items) => Reply::Array(items.iter().map(reply).collect()),
-        Value::Object(o) if o.contains_key("error") => Reply::Error(o["error"].as_str().unwrap().into()),
-        Value::Object(o) if o.contains_key("unknown") => Reply::Unknown(o["unknown"].as_str().unwrap().into()),
+        Value::Object(o) if o.contains_key("error") => {
+            Reply::Error(o["error"].as_str().unwrap().into())
+        }
+        Value::Object(o) if o.contains_key("unknown") => {
+            Reply::Unknown(o["unknown"].as_str().unwrap().into())
+        }
         other => panic!("bad reply {other}"),
     }
 }
@@ -145,7 +183,11 @@ fn commands_and_outcomes_match_the_vectors() {
             Script::Extend => "extend",
             Script::RaiseFence => "raise_fence",
         };
-        assert_eq!(shas[name].as_str().unwrap(), script.sha1(), "SHA1 of {name}");
+        assert_eq!(
+            shas[name].as_str().unwrap(),
+            script.sha1(),
+            "SHA1 of {name}"
+        );
     }
     let scenarios = doc["scenarios"].as_array().unwrap();
     assert!(scenarios.len() >= 8);
@@ -157,10 +199,20 @@ fn commands_and_outcomes_match_the_vectors() {
 fn run_scenario(sc: &Value) {
     let title = sc["name"].as_str().unwrap();
     let name = LockName::new(bytes(&sc["lock_name"])).unwrap();
-    let keys = KeySpace::new(sc["prefix"].as_str().unwrap()).unwrap().keys(&name);
+    let keys = KeySpace::new(sc["prefix"].as_str().unwrap())
+        .unwrap()
+        .keys(&name);
     assert_eq!(keys.lock, bytes(&sc["keys"]["lock"]), "{title}: lock key");
-    assert_eq!(keys.fence, bytes(&sc["keys"]["fence"]), "{title}: fence key");
-    assert_eq!(keys.channel, bytes(&sc["keys"]["channel"]), "{title}: channel");
+    assert_eq!(
+        keys.fence,
+        bytes(&sc["keys"]["fence"]),
+        "{title}: fence key"
+    );
+    assert_eq!(
+        keys.channel,
+        bytes(&sc["keys"]["channel"]),
+        "{title}: channel"
+    );
     let wait = match &sc["wait_ms"] {
         Value::Null => Wait::Forever,
         v => Wait::from_millis_f64(Some(number(v))).unwrap(),
@@ -186,7 +238,9 @@ fn run_scenario(sc: &Value) {
             match call.as_str().unwrap() {
                 "acquire" => lock.acquire(t0).unwrap(),
                 "extend" => {
-                    let ttl = step.get("ttl_ms").map(|v| Ttl::from_millis_f64(number(v)).unwrap());
+                    let ttl = step
+                        .get("ttl_ms")
+                        .map(|v| Ttl::from_millis_f64(number(v)).unwrap());
                     lock.extend(t0, ttl).unwrap()
                 }
                 "release" => lock.release(t0).unwrap(),
@@ -195,18 +249,44 @@ fn run_scenario(sc: &Value) {
         } else if let Some(sent) = step.get("sent") {
             last_sent = std::iter::from_fn(|| lock.poll_command()).collect();
             let want = sent.as_array().unwrap();
-            assert_eq!(last_sent.len(), want.len(), "{at}: number of commands, got {last_sent:?}");
+            assert_eq!(
+                last_sent.len(),
+                want.len(),
+                "{at}: number of commands, got {last_sent:?}"
+            );
             for (got, want) in last_sent.iter().zip(want) {
-                assert_eq!(got.node, want["node"].as_u64().unwrap() as usize, "{at}: node");
-                assert_eq!(got.script, script_named(want["script"].as_str().unwrap()), "{at}: script");
-                let keys: Vec<Vec<u8>> = want["keys"].as_array().unwrap().iter().map(|k| resolve(k, sc)).collect();
-                let args: Vec<Vec<u8>> = want["args"].as_array().unwrap().iter().map(|a| resolve(a, sc)).collect();
+                assert_eq!(
+                    got.node,
+                    want["node"].as_u64().unwrap() as usize,
+                    "{at}: node"
+                );
+                assert_eq!(
+                    got.script,
+                    script_named(want["script"].as_str().unwrap()),
+                    "{at}: script"
+                );
+                let keys: Vec<Vec<u8>> = want["keys"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|k| resolve(k, sc))
+                    .collect();
+                let args: Vec<Vec<u8>> = want["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| resolve(a, sc))
+                    .collect();
                 assert_eq!(got.keys, keys, "{at}: keys");
                 assert!(got.args == args, "{at}: args differ");
             }
         } else if let Some(replies) = step.get("replies") {
             let replies = replies.as_array().unwrap();
-            assert_eq!(replies.len(), last_sent.len(), "{at}: one reply per command sent");
+            assert_eq!(
+                replies.len(),
+                last_sent.len(),
+                "{at}: one reply per command sent"
+            );
             for (command, r) in last_sent.iter().zip(replies) {
                 lock.handle_reply(t0, command.id, reply(r));
             }
@@ -234,7 +314,13 @@ fn run_scenario(sc: &Value) {
             panic!("{at}: unknown step");
         }
     }
-    assert!(lock.poll_command().is_none(), "{title}: unexpected commands at the end");
+    assert!(
+        lock.poll_command().is_none(),
+        "{title}: unexpected commands at the end"
+    );
     events.extend(std::iter::from_fn(|| lock.poll_event()).filter_map(|e| outcome(&e, t0)));
-    assert!(events.is_empty(), "{title}: unexpected outcomes at the end: {events:?}");
+    assert!(
+        events.is_empty(),
+        "{title}: unexpected outcomes at the end: {events:?}"
+    );
 }

@@ -22,7 +22,11 @@ fn ms(v: &Value) -> Option<Duration> {
     v.as_u64().map(Duration::from_millis)
 }
 
-async fn handle(client: &Client, leases: &mut HashMap<String, Lease>, req: &Value) -> Result<Value, Error> {
+async fn handle(
+    client: &Client,
+    leases: &mut HashMap<String, Lease>,
+    req: &Value,
+) -> Result<Value, Error> {
     let lease = req["lease"].as_str().and_then(|id| leases.get(id));
     Ok(match req["op"].as_str().unwrap_or("") {
         op @ ("acquire" | "try") => {
@@ -61,7 +65,9 @@ async fn handle(client: &Client, leases: &mut HashMap<String, Lease>, req: &Valu
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let url = std::env::args().nth(1).expect("usage: fencelock-agent REDIS_URL");
+    let url = std::env::args()
+        .nth(1)
+        .expect("usage: fencelock-agent REDIS_URL");
     let client = Client::connect(url.as_str()).await.expect("connect");
     let mut leases = HashMap::new();
     println!("{}", json!({"ready": true, "lang": "rust"}));
