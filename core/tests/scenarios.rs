@@ -206,6 +206,28 @@ fn a_paused_holder_wakes_up_to_an_expired_lease_not_to_an_overlap() {
 }
 
 #[test]
+fn validity_ends_before_the_key_expires_at_the_drift_bound() {
+    // Client clock 0.5% slow, server clock 0.5% fast: the worst case the
+    // drift allowance (ttl/100 + 2 ms) must cover.
+    let mut sim = Sim::new(17, 1, Net::calm());
+    sim.nodes[0].rate_ppm = 1_005_000;
+    let c = sim.add_client(Clock {
+        offset: 7_000_000,
+        rate_ppm: 995_000,
+    });
+    let a = sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.run_until(2 * MS);
+    let (_, remaining) = sim.holder(0).expect("held");
+    let key_expires = sim.now + remaining.unwrap();
+    let believed_until = sim.windows(a)[0].1;
+    assert!(
+        believed_until < key_expires,
+        "believed until {believed_until} µs, key gone at {key_expires} µs"
+    );
+}
+
+#[test]
 fn auto_renew_keeps_the_lease_for_many_ttls() {
     let mut sim = Sim::new(6, 1, Net::calm());
     let c = sim.add_client(Clock::PERFECT);
