@@ -69,9 +69,7 @@ impl ReplyChoice {
     fn to_reply(&self) -> Reply {
         match self {
             ReplyChoice::Granted(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(i64::from(*f))]),
-            ReplyChoice::GrantedHuge(f) => {
-                Reply::Array(vec![Reply::Int(1), Reply::Int(*f as i64)])
-            }
+            ReplyChoice::GrantedHuge(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(*f as i64)]),
             ReplyChoice::Held(p) => Reply::Array(vec![Reply::Int(0), Reply::Int(i64::from(*p))]),
             ReplyChoice::Int(n) => Reply::Int(i64::from(*n)),
             ReplyChoice::Nil => Reply::Nil,
@@ -97,9 +95,15 @@ enum Op {
     /// Jump to `poll_timeout()` (if any) and fire it.
     FireTimer,
     /// Answer the `pick`-th outstanding command.
-    Reply { pick: u8, reply: ReplyChoice },
+    Reply {
+        pick: u8,
+        reply: ReplyChoice,
+    },
     /// Answer any id: stale, duplicate or never issued.
-    ReplyAnyId { id: u8, reply: ReplyChoice },
+    ReplyAnyId {
+        id: u8,
+        reply: ReplyChoice,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -143,8 +147,7 @@ struct Harness {
 }
 
 fn strict_garbage() -> bool {
-    *STRICT_GARBAGE_FLAG
-        .get_or_init(|| std::env::var_os("FENCELOCK_FUZZ_STRICT_GARBAGE").is_some())
+    *STRICT_GARBAGE_FLAG.get_or_init(|| std::env::var_os("FENCELOCK_FUZZ_STRICT_GARBAGE").is_some())
 }
 
 fn ms(n: u64) -> Duration {
@@ -320,7 +323,10 @@ impl Harness {
             assert!(!dbg.contains(TOKEN), "token in Debug of a command");
             match c.script {
                 Script::Acquire => {
-                    assert!(!self.acquired, "acquire command after the lease was granted");
+                    assert!(
+                        !self.acquired,
+                        "acquire command after the lease was granted"
+                    );
                     self.maybe_set[c.node].push(c.id.0);
                 }
                 Script::Release => {
@@ -337,11 +343,17 @@ impl Harness {
                         .expect("ascii")
                         .parse()
                         .expect("number");
-                    assert!(self.granted_fences.contains(&f), "raise to a fence never granted");
+                    assert!(
+                        self.granted_fences.contains(&f),
+                        "raise to a fence never granted"
+                    );
                 }
             }
             self.trace.push(dbg);
-            let sent = Sent { at: now, command: c };
+            let sent = Sent {
+                at: now,
+                command: c,
+            };
             self.sent.insert(sent.command.id.0, sent.clone());
             self.outstanding.insert(sent.command.id.0, sent);
         }
@@ -354,7 +366,10 @@ impl Harness {
                     assert!(!self.acquire_over, "Acquired after AcquireFailed");
                     assert!(!self.cancelled, "Acquired after cancel");
                     assert!(*fence >= 1, "fence 0");
-                    assert!(self.granted_fences.contains(fence), "fence never granted by a node");
+                    assert!(
+                        self.granted_fences.contains(fence),
+                        "fence never granted by a node"
+                    );
                     let ttl = self.lock.ttl();
                     let latest_send = self
                         .sent
@@ -374,7 +389,10 @@ impl Harness {
                 }
                 Event::AcquireFailed(err) => {
                     assert!(!self.acquired, "AcquireFailed after Acquired");
-                    assert!(!matches!(err, Error::InvalidArgument(_) | Error::LockLost { .. }));
+                    assert!(!matches!(
+                        err,
+                        Error::InvalidArgument(_) | Error::LockLost { .. }
+                    ));
                     self.acquire_over = true;
                 }
                 Event::Lost => {
@@ -438,8 +456,15 @@ impl Harness {
                 break;
             }
         }
-        assert!(self.outstanding.is_empty(), "commands still coming after cancel");
-        assert_eq!(self.lock.state(), State::Done, "not Done after cancel and drain");
+        assert!(
+            self.outstanding.is_empty(),
+            "commands still coming after cancel"
+        );
+        assert_eq!(
+            self.lock.state(),
+            State::Done,
+            "not Done after cancel and drain"
+        );
         for (node, ids) in self.maybe_set.iter().enumerate() {
             assert!(
                 ids.is_empty(),
@@ -453,7 +478,13 @@ fn run_trace(input: &Input) -> Vec<String> {
     let verbose = std::env::var_os("FENCELOCK_FUZZ_VERBOSE").is_some();
     let mut h = Harness::new(input);
     if verbose {
-        eprintln!("nodes={} ttl={:?} wait={:?} auto_renew={}", h.nodes, h.lock.ttl(), input.wait, input.auto_renew);
+        eprintln!(
+            "nodes={} ttl={:?} wait={:?} auto_renew={}",
+            h.nodes,
+            h.lock.ttl(),
+            input.wait,
+            input.auto_renew
+        );
     }
     for op in input.ops.iter().take(MAX_OPS) {
         if verbose {

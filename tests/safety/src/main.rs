@@ -107,7 +107,10 @@ async fn run_all(args: &[String]) -> i32 {
     );
     let mut rows = Vec::new();
     for (i, spec) in run::scenarios().iter().enumerate() {
-        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == spec.name)) {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|n| n == spec.name))
+        {
             continue;
         }
         let row = run::run_scenario(spec, &cfg, i as u64).await;

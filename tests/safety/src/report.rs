@@ -52,7 +52,14 @@ pub fn table(rows: &[Row]) -> String {
             r.spec.name,
             r.langs,
             v.critical_sections,
-            r.faults,
+            if r.unreplicated_locks > 0 {
+                format!(
+                    "{} ({} unreplicated locks lost)",
+                    r.faults, r.unreplicated_locks
+                )
+            } else {
+                r.faults.to_string()
+            },
             v.writes_accepted,
             v.writes_rejected,
             if r.spec.control {

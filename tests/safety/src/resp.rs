@@ -72,7 +72,9 @@ fn read_value(
             "-" => Ok(Value::Err(rest.to_owned())),
             ":" => rest.parse().map(Value::Int).map_err(|e| e.to_string()),
             "$" => {
-                let n: i64 = rest.parse().map_err(|e: std::num::ParseIntError| e.to_string())?;
+                let n: i64 = rest
+                    .parse()
+                    .map_err(|e: std::num::ParseIntError| e.to_string())?;
                 if n < 0 {
                     return Ok(Value::Nil);
                 }
@@ -82,7 +84,9 @@ fn read_value(
                 Ok(Value::Str(buf))
             }
             "*" => {
-                let n: i64 = rest.parse().map_err(|e: std::num::ParseIntError| e.to_string())?;
+                let n: i64 = rest
+                    .parse()
+                    .map_err(|e: std::num::ParseIntError| e.to_string())?;
                 if n < 0 {
                     return Ok(Value::Nil);
                 }

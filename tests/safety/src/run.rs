@@ -56,6 +56,7 @@ pub struct Spec {
     pub e_guaranteed: bool,
     pub ttl_ms: u64,
     pub work_ms: u64,
+    pub think_ms: u64,
     /// Share of the configured scenario time.
     pub time_share: f64,
     pub what: &'static str,
@@ -71,6 +72,7 @@ pub fn scenarios() -> Vec<Spec> {
         e_guaranteed: e,
         ttl_ms,
         work_ms: 2,
+        think_ms: 0,
         time_share: 1.0,
         what,
     };
@@ -80,8 +82,8 @@ pub fn scenarios() -> Vec<Spec> {
           "SIGKILL the process holding the lock (found by its token); a fresh worker replaces it"),
         Spec { work_ms: 5, ..s("pause-holder", Topo::Single, Fault::PauseHolder, true, true, 500,
           "SIGSTOP the holder for ttl + 300 ms, then SIGCONT: it wakes up and writes with its old fence") },
-        s("restart-immediate", Topo::Single, Fault::RestartImmediate, false, false, 1000,
-          "SIGKILL redis-server and restart it at once, empty (no persistence)"),
+        Spec { work_ms: 300, think_ms: 100, ..s("restart-immediate", Topo::Single, Fault::RestartImmediate, false, false, 1000,
+          "SIGKILL redis-server and restart it at once, empty (no persistence); 300 ms critical sections") },
         s("restart-delayed", Topo::Single, Fault::RestartDelayed, true, false, 1000,
           "SIGKILL redis-server, keep it down for the max TTL, restart it empty"),
         s("script-flush", Topo::Single, Fault::ScriptFlush, true, true, 1000,
@@ -97,7 +99,7 @@ pub fn scenarios() -> Vec<Spec> {
         s("redlock-minority", Topo::Redlock5, Fault::RedlockMinority, true, false, 3000,
           "Redlock over 5 nodes: 2 nodes SIGSTOPped past the TTL, or killed and restarted empty after the TTL"),
         s("failover", Topo::Failover, Fault::Failover, false, false, 1000,
-          "primary + replica behind the proxy: replica stalled, primary SIGKILLed, replica promoted (REPLICAOF NO ONE)"),
+          "primary + replica behind the proxy: the replica is detached (lags), the primary grants the lock to a new holder the replica never hears of, is SIGKILLed, and the replica is promoted"),
         Spec { control: true, time_share: 0.5, work_ms: 5,
           ..s("control-pause", Topo::Single, Fault::PauseHolder, true, true, 500,
           "pause-holder with the resource's fence check DISABLED: must report (a)") },
@@ -122,6 +124,8 @@ pub struct Row {
     pub spec: Spec,
     pub langs: String,
     pub faults: usize,
+    /// Failover: leases granted by a primary that died before replicating them.
+    pub unreplicated_locks: usize,
     pub verdict: Verdict,
     pub seconds: f64,
     pub pass: bool,
@@ -166,6 +170,8 @@ struct Ctx<'a> {
     started: Vec<String>,
     spawned: usize,
     faults: usize,
+    /// Failover: locks granted by the primary and lost with it.
+    unreplicated_locks: usize,
     rng: Rng,
     deadline: u64,
 }
@@ -184,6 +190,7 @@ impl Ctx<'_> {
             ttl_ms: self.spec.ttl_ms,
             wait_ms: 2 * self.spec.ttl_ms + 1000,
             work_ms: self.spec.work_ms,
+            think_ms: self.spec.think_ms,
             iterations: 1_000_000,
             seconds: remaining.max(0.5),
             resource: self.resource_port,
@@ -251,9 +258,9 @@ impl Ctx<'_> {
             .ok()?;
         let hash = sha256_hex(token.as_bytes()?);
         let needle = format!("\"ev\":\"acquired\",\"lease\":\"{hash}\"");
-        self.workers.iter().position(|w| {
-            std::fs::read_to_string(&w.history).is_ok_and(|h| h.contains(&needle))
-        })
+        self.workers
+            .iter()
+            .position(|w| std::fs::read_to_string(&w.history).is_ok_and(|h| h.contains(&needle)))
     }
 
     fn signal_worker(&self, i: usize, sig: Signal) {
@@ -273,7 +280,11 @@ impl Ctx<'_> {
                     let mut w = self.workers.remove(i);
                     let _ = w.child.wait().await;
                     self.killed.insert(w.id.clone());
-                    let slot: usize = w.id.split(['-', '.']).nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                    let slot: usize =
+                        w.id.split(['-', '.'])
+                            .nth(1)
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(0);
                     self.retired.push(w);
                     self.faults += 1;
                     if mono_ns() + 1_000_000_000 < self.deadline {
@@ -304,13 +315,20 @@ impl Ctx<'_> {
             }
             Fault::ScriptFlush => {
                 sleep_ms(self.rng.range(100, 400)).await;
-                if resp::cmd_str(self.data_port(), &["SCRIPT", "FLUSH"]).await.is_ok() {
+                if resp::cmd_str(self.data_port(), &["SCRIPT", "FLUSH"])
+                    .await
+                    .is_ok()
+                {
                     self.faults += 1;
                 }
             }
             Fault::ClientKill => {
                 sleep_ms(self.rng.range(200, 600)).await;
-                let kind = if self.rng.next() % 3 == 0 { "pubsub" } else { "normal" };
+                let kind = if self.rng.next() % 3 == 0 {
+                    "pubsub"
+                } else {
+                    "normal"
+                };
                 if let Ok(resp::Value::Int(n)) =
                     resp::cmd_str(self.data_port(), &["CLIENT", "KILL", "TYPE", kind]).await
                 {
@@ -360,15 +378,27 @@ impl Ctx<'_> {
                 let (p, r) = (self.primary, 1 - self.primary);
                 // Replication lag: the replica stops receiving (it is
                 // promoted right now, REPLICAOF NO ONE, but nobody talks to
-                // it yet), the primary keeps granting for 150 ms, then dies
-                // with those writes. (SIGSTOP of the replica would not do:
-                // the kernel buffers the stream and delivers it on SIGCONT.)
+                // it yet) while the primary keeps granting; as soon as the
+                // primary hands the lock to a holder the replica never heard
+                // of (bounded wait), the primary dies with that write.
+                // (SIGSTOP of the replica would not do: the kernel buffers
+                // the stream and delivers it on SIGCONT.)
                 let promoted =
                     resp::cmd_str(self.servers[r].port, &["REPLICAOF", "NO", "ONE"]).await;
                 if !matches!(promoted, Ok(resp::Value::Str(_))) {
                     return Err(format!("REPLICAOF NO ONE failed: {promoted:?}"));
                 }
-                sleep_ms(150).await;
+                let key = self.lock_key.clone();
+                let (rport, pport) = (self.servers[r].port, self.servers[p].port);
+                let on_replica = resp::cmd(rport, &[b"GET", &key]).await.ok();
+                for _ in 0..250 {
+                    let on_primary = resp::cmd(pport, &[b"GET", &key]).await.ok();
+                    if matches!(on_primary, Some(resp::Value::Str(_))) && on_primary != on_replica {
+                        self.unreplicated_locks += 1;
+                        break;
+                    }
+                    sleep_ms(2).await;
+                }
                 self.servers[p].kill_now(Signal::SIGKILL);
                 let proxy = self.proxy.as_ref().expect("failover uses the proxy");
                 proxy.set_upstream(self.servers[r].port);
@@ -439,14 +469,16 @@ pub async fn run_scenario(spec: &Spec, cfg: &Config, index: u64) -> Row {
         spec: spec.clone(),
         langs: cfg.langs.join("+"),
         faults: 0,
+        unreplicated_locks: 0,
         verdict: Verdict::default(),
         seconds: 0.0,
         pass: false,
         error: None,
     };
     match run_inner(spec, cfg, index).await {
-        Ok((faults, verdict)) => {
+        Ok((faults, unreplicated, verdict)) => {
             row.faults = faults;
+            row.unreplicated_locks = unreplicated;
             row.verdict = verdict;
         }
         Err(e) => row.error = Some(e),
@@ -467,7 +499,11 @@ pub async fn run_scenario(spec: &Spec, cfg: &Config, index: u64) -> Row {
     row
 }
 
-async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verdict), String> {
+async fn run_inner(
+    spec: &Spec,
+    cfg: &Config,
+    index: u64,
+) -> Result<(usize, usize, Verdict), String> {
     let dir = cfg.run_dir.join(spec.name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -484,7 +520,9 @@ async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verd
         }
         Topo::Proxied => {
             servers.push(RedisServer::start(&dir, "redis", None).await?);
-            let p = Proxy::start(servers[0].port).await.map_err(|e| e.to_string())?;
+            let p = Proxy::start(servers[0].port)
+                .await
+                .map_err(|e| e.to_string())?;
             client_urls = vec![p.url()];
             proxy = Some(p);
         }
@@ -525,6 +563,7 @@ async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verd
         started: Vec::new(),
         spawned: 0,
         faults: 0,
+        unreplicated_locks: 0,
         rng: Rng(cfg.seed ^ (index.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1),
         deadline: mono_ns() + (seconds * 1e9) as u64,
     };
@@ -550,7 +589,12 @@ async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verd
             Ok(Ok(status)) => {
                 let err = std::fs::read_to_string(ctx.dir.join(format!("{}.stderr", w.id)))
                     .unwrap_or_default();
-                eprintln!("  worker {} ({}) exited with {status}: {}", w.id, w.lang, err.trim());
+                eprintln!(
+                    "  worker {} ({}) exited with {status}: {}",
+                    w.id,
+                    w.lang,
+                    err.trim()
+                );
             }
             _ => {
                 let _ = w.child.start_kill();
@@ -583,5 +627,5 @@ async fn run_inner(spec: &Spec, cfg: &Config, index: u64) -> Result<(usize, Verd
     if let Some(e) = nemesis_error {
         return Err(format!("nemesis: {e}"));
     }
-    Ok((ctx.faults, verdict))
+    Ok((ctx.faults, ctx.unreplicated_locks, verdict))
 }

@@ -21,6 +21,8 @@ pub struct WorkerArgs {
     pub ttl_ms: u64,
     pub wait_ms: u64,
     pub work_ms: u64,
+    /// Pause after each release (lets the lock be free between holders).
+    pub think_ms: u64,
     pub iterations: u64,
     pub seconds: f64,
     pub resource: u16,
@@ -42,6 +44,8 @@ impl WorkerArgs {
             self.wait_ms.to_string(),
             "--work-ms".into(),
             self.work_ms.to_string(),
+            "--think-ms".into(),
+            self.think_ms.to_string(),
             "--iterations".into(),
             self.iterations.to_string(),
             "--seconds".into(),
@@ -70,8 +74,11 @@ impl WorkerArgs {
             ttl_ms: num("--ttl-ms")?,
             wait_ms: num("--wait-ms")?,
             work_ms: num("--work-ms")?,
+            think_ms: num("--think-ms")?,
             iterations: num("--iterations")?,
-            seconds: get("--seconds")?.parse().map_err(|e| format!("--seconds: {e}"))?,
+            seconds: get("--seconds")?
+                .parse()
+                .map_err(|e| format!("--seconds: {e}"))?,
             resource: num("--resource")? as u16,
             history: get("--history")?.into(),
         })
@@ -224,6 +231,9 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             err,
             ..Default::default()
         });
+        if args.think_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(args.think_ms)).await;
+        }
     }
     client.close().await;
     log.rec(Record {

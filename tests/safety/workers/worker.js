@@ -73,6 +73,7 @@ async function main () {
   const ttl = Number(a['ttl-ms'])
   const wait = Number(a['wait-ms'])
   const workMs = Number(a['work-ms'])
+  const thinkMs = Number(a['think-ms'])
   const iterations = Number(a.iterations)
   for (let i = 0; i < iterations && now() < deadline; i++) {
     const t0 = now()
@@ -110,6 +111,7 @@ async function main () {
       if (err instanceof LockLostError) rec('release_lost', { lease: h })
       else rec('release_error', { lease: h, err: 'redis' })
     }
+    if (thinkMs > 0) await sleep(thinkMs)
   }
   await client.close()
   sock.end()

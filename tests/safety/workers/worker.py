@@ -21,7 +21,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     for flag in ("--id", "--urls", "--lock", "--history"):
         p.add_argument(flag, required=True)
-    for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--iterations", "--resource"):
+    for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--iterations", "--resource"):
         p.add_argument(flag, required=True, type=int)
     p.add_argument("--seconds", required=True, type=float)
     a = p.parse_args()
@@ -89,6 +89,8 @@ def main() -> None:
             rec("release_lost", lease=h)
         except fencelock.RedisError:
             rec("release_error", lease=h, err="redis")
+        if a.think_ms > 0:
+            time.sleep(a.think_ms / 1000.0)
     client.close()
     rec("done")
 
