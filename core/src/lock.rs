@@ -118,8 +118,6 @@ pub struct Lock {
     subscribed: bool,
     /// A wake-up arrived while an attempt was in flight: retry at once if it fails.
     woken: bool,
-    /// Granted while the caller was gone (cancel mid-attempt): release, say nothing.
-    cancelled: bool,
 
     fence: Option<u64>,
     valid_until: Option<Instant>,
@@ -147,7 +145,6 @@ impl Lock {
             retry_at: None,
             subscribed: false,
             woken: false,
-            cancelled: false,
             fence: None,
             valid_until: None,
             renew_at: None,
@@ -227,7 +224,7 @@ impl Lock {
                 "a release is already in progress on this lease",
             )),
             State::Held => {
-                self.extend = None;
+                self.abandon_extend();
                 self.renew_at = None;
                 self.state = State::Releasing;
                 self.round =
@@ -244,16 +241,17 @@ impl Lock {
         match self.state {
             State::Idle => self.state = State::Done,
             State::Acquiring | State::Held => {
-                self.cancelled = true;
                 self.round = None;
-                self.extend = None;
+                self.abandon_extend();
                 self.renew_at = None;
                 self.retry_at = None;
                 self.unsubscribe();
                 if self.state == State::Held {
                     self.maybe_holding.iter_mut().for_each(|m| *m = true);
                 }
-                self.compensate(now);
+                self.state = State::Releasing;
+                self.compensate(now, true);
+                self.settle_if_idle();
             }
             State::Releasing | State::Done => {}
         }
@@ -473,7 +471,7 @@ impl Lock {
             return;
         }
         // No usable majority: give back what we may hold, then retry or fail.
-        self.compensate_keep_state(now);
+        self.compensate(now, false);
         let failures: Vec<&str> = round
             .outcomes
             .iter()
@@ -483,8 +481,15 @@ impl Lock {
             })
             .collect();
         if failures.len() > self.config.nodes - quorum {
-            let message = failures.first().copied().unwrap_or("no reply").to_owned();
-            return self.fail_acquire(Error::redis(Some(&self.config.name), message));
+            if self.config.nodes == 1 {
+                let message = failures.first().copied().unwrap_or("no reply").to_owned();
+                return self.fail_acquire(Error::redis(Some(&self.config.name), message));
+            }
+            // Redlock: too few nodes answered for a majority; the lock was
+            // not acquired (the node errors are in the driver's log).
+            return self.fail_acquire(Error::NotAcquired {
+                name: self.config.name.clone(),
+            });
         }
         let holder_pttl = round
             .outcomes
@@ -534,7 +539,7 @@ impl Lock {
             self.grant(round.sent_at, fence);
         } else {
             self.valid_until = None;
-            self.compensate_keep_state(now);
+            self.compensate(now, false);
             self.wait_for_retry(now, None);
         }
     }
@@ -664,21 +669,29 @@ impl Lock {
         self.settle_if_idle();
     }
 
-    /// Release every node that may hold our key, then end in `Done`.
-    fn compensate(&mut self, now: Instant) {
-        self.state = State::Releasing;
-        self.compensate_keep_state(now);
-        self.settle_if_idle();
-    }
-
-    /// Fire-and-forget releases to every node that may hold our key.
-    fn compensate_keep_state(&mut self, now: Instant) {
+    /// Fire-and-forget releases to every node that may hold our key. `wake`:
+    /// also notify waiters (we may have held the lock, not just a minority).
+    fn compensate(&mut self, now: Instant, wake: bool) {
         let _ = now;
         for node in 0..self.config.nodes {
             if std::mem::take(&mut self.maybe_holding[node]) {
-                let id = self.push_command(node, Script::Release, self.current_ttl);
+                let id = self.push_release(node, wake);
                 self.cleanup.push(id);
             }
+        }
+    }
+
+    /// Extend calls still waiting when the lease is released or dropped
+    /// learn that it is no longer held.
+    fn abandon_extend(&mut self) {
+        if let Some(Round {
+            kind: RoundKind::Extend { callers },
+            ..
+        }) = self.extend.take()
+        {
+            let lost = self.lock_lost();
+            self.events
+                .extend(std::iter::repeat_n(Event::ExtendFailed(lost), callers));
         }
     }
 
@@ -707,6 +720,7 @@ impl Lock {
         for node in (0..self.config.nodes).filter(|&n| to(n)) {
             let id = match kind {
                 RoundKind::WriteBack { fence, .. } => self.push_raise_fence(node, fence),
+                RoundKind::Release => self.push_release(node, true),
                 _ => self.push_command(node, script, ttl),
             };
             ids.push((id, node));
@@ -730,11 +744,22 @@ impl Lock {
                 vec![keys.lock.clone(), keys.fence.clone()],
                 vec![token, ttl_ms],
             ),
-            Script::Release => (vec![keys.lock.clone(), keys.channel.clone()], vec![token]),
+            Script::Release => unreachable!("built by push_release"),
             Script::Extend => (vec![keys.lock.clone()], vec![token, ttl_ms]),
             Script::RaiseFence => unreachable!("built by push_raise_fence"),
         };
         self.push(node, script, keys, args)
+    }
+
+    fn push_release(&mut self, node: usize, wake: bool) -> CommandId {
+        let keys = &self.config.keys;
+        let keys = if wake {
+            vec![keys.lock.clone(), keys.channel.clone()]
+        } else {
+            vec![keys.lock.clone()]
+        };
+        let token = self.config.token.0.as_bytes().to_vec();
+        self.push(node, Script::Release, keys, vec![token])
     }
 
     fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {

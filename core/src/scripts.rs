@@ -6,7 +6,8 @@
 pub enum Script {
     /// `KEYS[lock, fence]`, `ARGV[token, ttl_ms]` → `{1, fence}` or `{0, pttl}`.
     Acquire,
-    /// `KEYS[lock, channel]`, `ARGV[token]` → 1 released, 0 not ours.
+    /// `KEYS[lock, channel?]`, `ARGV[token]` → 1 released, 0 not ours; publishes
+    /// on the channel only when it is given.
     Release,
     /// `KEYS[lock]`, `ARGV[token, ttl_ms]` → 1 extended, 0 not ours.
     Extend,
@@ -34,8 +35,8 @@ impl Script {
     /// Lowercase hex SHA1 of [`Script::source`], as `EVALSHA` wants it.
     pub const fn sha1(self) -> &'static str {
         match self {
-            Script::Acquire => "2780b39624d4f6f2e8f6615774a79eb282c0c612",
-            Script::Release => "9c0dfadb0c7b7c76e9844007194bbd3ab83f7fb9",
+            Script::Acquire => "3629876d869472151a9acacde6e28673cfd25232",
+            Script::Release => "57ba672fed85244a08a9e0e4feeb9bb784168115",
             Script::Extend => "c288a94a1bfc571935713d01afe89ae8ddab6711",
             Script::RaiseFence => "c07ea54537622eac13089b4b4fd70eafd19934b3",
         }

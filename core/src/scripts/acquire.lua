@@ -1,6 +1,6 @@
 -- KEYS[1] lock key, KEYS[2] fencing counter; ARGV[1] token, ARGV[2] ttl ms.
 -- Returns {1, fence} when acquired, {0, holder's PTTL} when held.
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local function grant()
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' and fence.err then
     -- A counter that is not an integer must not leave the lock held.
@@ -9,6 +9,14 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   return {1, fence}
 end
--- STRLEN fails with WRONGTYPE when the lock key is not a string.
-redis.call('STRLEN', KEYS[1])
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return grant()
+end
+-- GET fails with WRONGTYPE when the lock key is not a string. Our own token
+-- is left over from an attempt whose compensating release was lost: it is
+-- ours to take again.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return grant()
+end
 return {0, redis.call('PTTL', KEYS[1])}
