@@ -1,0 +1,136 @@
+//! Randomised worlds for the property tests.
+
+use std::time::Duration;
+
+use fencelock_core::Wait;
+
+use super::{AppAction, Clock, LeaseOpts, Net, Rng, Sim, MS};
+
+// ---------------------------------------------------------------------------
+// Randomised scenarios for the property tests.
+
+/// The knobs a property test varies; everything else is drawn from `seed`.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub seed: u64,
+    pub nodes: usize,
+    pub clients: usize,
+    pub leases_per_client: usize,
+    pub ttl_ms: u64,
+    /// `None`: every lease waits forever; otherwise bounded waits up to this.
+    pub max_wait_ms: Option<u64>,
+    /// Client and server clock rates lie in `1e6 ± max_drift_ppm` (the core
+    /// allows 1% + 2 ms in all, so up to 5,000 ppm on each side).
+    pub max_drift_ppm: u64,
+    pub pauses: bool,
+    /// How many distinct nodes crash once each (lose data, delayed restart).
+    pub crashes: usize,
+    pub lossy: bool,
+    pub divergent_counters: bool,
+    pub auto_renew: bool,
+    pub extends: bool,
+    pub cancels: bool,
+    /// Spurious wake-ups of waiters at random instants.
+    pub noise: bool,
+}
+
+impl Scenario {
+    pub fn build(&self) -> Sim {
+        let mut rng = Rng::new(self.seed);
+        let ttl = self.ttl_ms * MS;
+        let net = if self.lossy {
+            Net {
+                delay: (100, 3 * MS),
+                slow: 0.02,
+                slow_delay: 60 * MS,
+                drop_request: 0.05,
+                drop_reply: 0.05,
+                drop_wakeup: 0.2,
+                timeout: 20 * MS,
+            }
+        } else {
+            Net {
+                // Sometimes a fast LAN, where a too-thin drift margin shows.
+                delay: (100, [300, 3 * MS][rng.range(0, 1) as usize]),
+                slow: 0.0,
+                slow_delay: 0,
+                drop_request: 0.0,
+                drop_reply: 0.0,
+                drop_wakeup: 0.0,
+                timeout: 20 * MS,
+            }
+        };
+        let mut sim = Sim::new(rng.next_u64(), self.nodes, net);
+        // Clock rates within the bound, the extremes (where bugs live) often.
+        let max = self.max_drift_ppm;
+        let rate = |rng: &mut Rng| match rng.range(0, 3) {
+            0 => 1_000_000 - max,
+            1 => 1_000_000 + max,
+            _ => 1_000_000 - max + rng.range(0, 2 * max),
+        };
+        for n in 0..self.nodes {
+            sim.nodes[n].rate_ppm = rate(&mut rng);
+        }
+        if self.divergent_counters {
+            for n in 0..self.nodes {
+                let c = rng.range(0, 20) as i64;
+                sim.set_counter(n, c);
+            }
+        }
+        let horizon = ttl * 3 * (self.clients * self.leases_per_client) as u64;
+        for _ in 0..self.clients {
+            let clock = Clock {
+                offset: rng.range(0, 1_000_000_000),
+                rate_ppm: rate(&mut rng),
+            };
+            let c = sim.add_client(clock);
+            if self.pauses {
+                for _ in 0..rng.range(0, 2) {
+                    let from = rng.range(0, horizon);
+                    let len = rng.range(MS, 2 * ttl);
+                    sim.clients[c].pauses.push((from, from + len));
+                }
+            }
+            let mut prev: Option<usize> = None;
+            for _ in 0..self.leases_per_client {
+                let wait = match self.max_wait_ms {
+                    None => Wait::Forever,
+                    Some(w) => Wait::Bounded(Duration::from_millis(rng.range(0, w))),
+                };
+                let mut opts = LeaseOpts::new(self.ttl_ms, wait);
+                opts.auto_renew = self.auto_renew && rng.chance(0.5);
+                opts.plan.hold = Some(rng.range(0, 2 * ttl));
+                if self.extends && rng.chance(0.5) {
+                    opts.plan.extend_after = Some(rng.range(0, ttl));
+                }
+                let l = sim.add_lease(c, opts);
+                match prev {
+                    None => sim.at(rng.range(0, ttl), l, AppAction::Acquire),
+                    Some(p) => sim.leases[p].plan.then = Some((l, rng.range(0, ttl / 2))),
+                }
+                prev = Some(l);
+            }
+        }
+        if self.cancels {
+            // Cancels at random instants; a cancel of a lease not yet started
+            // or already done must be harmless (it is ignored by `app`).
+            for l in 0..sim.leases.len() {
+                if rng.chance(0.3) {
+                    let at = rng.range(0, horizon);
+                    sim.at(at, l, AppAction::Cancel);
+                }
+            }
+        }
+        let crashable = self.crashes.min(self.nodes);
+        for node in 0..crashable {
+            let at = rng.range(0, horizon);
+            // Delayed restart: down for at least the longest TTL any key has.
+            let down = ttl + rng.range(MS, ttl);
+            sim.crash_at(at, node, down);
+        }
+        if self.noise {
+            sim.noise(rng.range(ttl / 50, ttl / 10).max(200), 2 * horizon);
+        }
+        sim
+    }
+}

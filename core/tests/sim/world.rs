@@ -1,0 +1,950 @@
+//! The world: network, clients, leases, the event queue and the checks.
+
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::fmt::Write as _;
+
+use fencelock_core::{
+    Command, CommandId, Error, Event, Instant, KeySpace, Lock, LockConfig, LockKeys, LockName,
+    Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
+};
+
+use super::{Clock, Micros, Node, Rng, MS};
+
+// ---------------------------------------------------------------------------
+// The network.
+
+#[derive(Clone, Debug)]
+pub struct Net {
+    /// One-way delay, uniform in this range.
+    pub delay: (Micros, Micros),
+    /// Chance a message is slow: delayed up to `slow_delay` instead.
+    pub slow: f64,
+    pub slow_delay: Micros,
+    /// Chance a request never reaches the node (it does not run).
+    pub drop_request: f64,
+    /// Chance a reply never reaches the client (the script did run).
+    pub drop_reply: f64,
+    /// Chance a release notification is lost.
+    pub drop_wakeup: f64,
+    /// The driver's response timeout: no reply by then means `Unknown`.
+    pub timeout: Micros,
+}
+
+impl Net {
+    /// 1 ms each way, nothing lost, never slow.
+    pub fn calm() -> Net {
+        Net {
+            delay: (MS, MS),
+            slow: 0.0,
+            slow_delay: 0,
+            drop_request: 0.0,
+            drop_reply: 0.0,
+            drop_wakeup: 0.0,
+            timeout: 100 * MS,
+        }
+    }
+    /// The longest a round trip takes when nothing is lost and nothing slow.
+    pub fn max_rtt(&self) -> Micros {
+        2 * self.delay.1
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Clients and leases.
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    pub clock: Clock,
+    /// Stop-the-world pauses `[from, to)` in global time.
+    pub pauses: Vec<(Micros, Micros)>,
+}
+
+/// What the application does with a lease, beyond explicit calls.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// After `Acquired`, release after this long (global time).
+    pub hold: Option<Micros>,
+    /// Call `extend(None)` this long after `Acquired` (before the release).
+    pub extend_after: Option<Micros>,
+    /// Lease of the same client to start when this one is `Done`, and after
+    /// how long.
+    pub then: Option<(usize, Micros)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppAction {
+    Acquire,
+    Extend(Option<Ttl>),
+    Release,
+    /// `cancel()`, and `release()` if the lock turns out to be held anyway.
+    Cancel,
+}
+
+#[derive(Debug)]
+pub struct LeaseSim {
+    pub client: usize,
+    pub lock: Lock,
+    pub plan: Plan,
+    /// Every event the machine emitted, with the global time.
+    pub events: Vec<(Micros, Event)>,
+    /// Every app call and what it returned.
+    pub calls: Vec<(Micros, AppAction, Result<(), Error>)>,
+    /// Every command sent, with the global time.
+    pub sent: Vec<(Micros, Command)>,
+    /// Closed belief windows `[start, end)` in global time.
+    pub windows: Vec<(Micros, Micros)>,
+    /// The open window: since when, and until when (global).
+    belief: Option<(Micros, Micros)>,
+    /// The app called release/cancel: it no longer uses the lock.
+    pub let_go: bool,
+    /// Commands sent and not answered yet, with their node.
+    pub outstanding: BTreeMap<CommandId, usize>,
+    /// `(global time, fence)` of the `Acquired` event.
+    pub acquired: Option<(Micros, u64)>,
+    /// Bumped on every Subscribe/Unsubscribe, to ignore stale confirmations.
+    sub_gen: u64,
+    pub subscribed: bool,
+    timer: Option<Micros>,
+    /// Reached `State::Done` (and the plan moved on).
+    pub finished: bool,
+    /// Same-instant timer firings, to catch a machine that asks for a timeout
+    /// in the past forever.
+    spins: (Micros, u32),
+}
+
+impl LeaseSim {
+    pub fn started(&self) -> bool {
+        self.calls.iter().any(|c| c.1 == AppAction::Acquire)
+    }
+    pub fn fence(&self) -> Option<u64> {
+        self.acquired.map(|a| a.1)
+    }
+    pub fn last_event(&self) -> Option<&Event> {
+        self.events.last().map(|e| &e.1)
+    }
+}
+
+/// Options for one lease.
+#[derive(Clone, Debug)]
+pub struct LeaseOpts {
+    pub ttl: Ttl,
+    pub wait: Wait,
+    pub auto_renew: bool,
+    pub retry: RetryPolicy,
+    pub plan: Plan,
+}
+
+impl LeaseOpts {
+    pub fn new(ttl_ms: u64, wait: Wait) -> Self {
+        LeaseOpts {
+            ttl: Ttl::from_millis(ttl_ms).unwrap(),
+            wait,
+            auto_renew: false,
+            retry: RetryPolicy::default(),
+            plan: Plan::default(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The event queue.
+
+#[derive(Clone, Debug)]
+enum Ev {
+    App {
+        lease: usize,
+        action: AppAction,
+    },
+    Exec {
+        lease: usize,
+        node: usize,
+        cmd: Command,
+    },
+    Reply {
+        lease: usize,
+        id: CommandId,
+        reply: Reply,
+    },
+    CmdTimeout {
+        lease: usize,
+        id: CommandId,
+    },
+    Timer {
+        lease: usize,
+        at: Micros,
+    },
+    SubConfirm {
+        lease: usize,
+        node: usize,
+        gen: u64,
+    },
+    Wakeup {
+        lease: usize,
+        gen: u64,
+    },
+    /// Down for a while; `wipe`: loses all data (a crash), else keeps it (a
+    /// partition or a restart with persistence).
+    Crash {
+        node: usize,
+        down_for: Micros,
+        wipe: bool,
+    },
+    Restart {
+        node: usize,
+    },
+    /// Spurious wake-ups: every `every` (random up to), wake a random
+    /// subscribed lease, until `until`. A waiter may be woken at any moment
+    /// (a duplicate or late notification), so retries land anywhere.
+    Noise {
+        every: Micros,
+        until: Micros,
+    },
+}
+
+impl Ev {
+    /// The lease whose client must be running to process this event.
+    fn client_side(&self) -> Option<usize> {
+        match self {
+            Ev::App { lease, .. }
+            | Ev::Reply { lease, .. }
+            | Ev::CmdTimeout { lease, .. }
+            | Ev::Timer { lease, .. }
+            | Ev::SubConfirm { lease, .. }
+            | Ev::Wakeup { lease, .. } => Some(*lease),
+            Ev::Exec { .. } | Ev::Crash { .. } | Ev::Restart { .. } | Ev::Noise { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: Micros,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Scheduled {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap, we want the earliest first.
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The world.
+
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    pub at: Micros,
+    pub node: usize,
+    pub lease: usize,
+    pub id: CommandId,
+    pub script: Script,
+    pub reply: Option<Reply>,
+}
+
+impl Arrival {
+    /// An acquire that set the key.
+    pub fn granted(&self) -> bool {
+        self.script == Script::Acquire
+            && matches!(&self.reply, Some(Reply::Array(a)) if a.first() == Some(&Reply::Int(1)))
+    }
+}
+
+#[derive(Debug)]
+pub struct Sim {
+    pub now: Micros,
+    pub rng: Rng,
+    pub net: Net,
+    pub name: LockName,
+    pub keys: LockKeys,
+    pub nodes: Vec<Node>,
+    pub clients: Vec<Client>,
+    pub leases: Vec<LeaseSim>,
+    queue: BinaryHeap<Scheduled>,
+    seq: u64,
+    /// Per (client, node) connection: when the last request / reply arrives,
+    /// so messages on one connection stay in order.
+    last_request: BTreeMap<(usize, usize), Micros>,
+    last_reply: BTreeMap<(usize, usize), Micros>,
+    /// Per node: leases subscribed to the lock's channel.
+    subscribers: Vec<BTreeSet<usize>>,
+    /// Every request that reached a node, in order, with the reply it
+    /// produced (`None`: the node was down, nothing ran).
+    pub arrived: Vec<Arrival>,
+    /// Things the core did that no correct core may do.
+    pub violations: Vec<String>,
+    /// Human-readable log, when `tracing` is on.
+    pub tracing: bool,
+    pub trace: String,
+    pub steps: u64,
+}
+
+impl Sim {
+    pub fn new(seed: u64, nodes: usize, net: Net) -> Sim {
+        let name = LockName::new("sim-lock").unwrap();
+        Sim {
+            now: 0,
+            rng: Rng::new(seed),
+            net,
+            keys: KeySpace::default().keys(&name),
+            name,
+            nodes: (0..nodes).map(|_| Node::default()).collect(),
+            clients: Vec::new(),
+            leases: Vec::new(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            last_request: BTreeMap::new(),
+            last_reply: BTreeMap::new(),
+            subscribers: vec![BTreeSet::new(); nodes],
+            arrived: Vec::new(),
+            violations: Vec::new(),
+            tracing: std::env::var_os("SIM_TRACE").is_some(),
+            trace: String::new(),
+            steps: 0,
+        }
+    }
+
+    fn log(&mut self, what: impl FnOnce() -> String) {
+        if self.tracing {
+            let line = what();
+            let _ = writeln!(self.trace, "{:>9.3}ms {line}", self.now as f64 / 1000.0);
+        }
+    }
+
+    // ---- building the world ----------------------------------------------
+
+    pub fn add_client(&mut self, clock: Clock) -> usize {
+        self.clients.push(Client {
+            clock,
+            pauses: Vec::new(),
+        });
+        self.clients.len() - 1
+    }
+
+    pub fn add_lease(&mut self, client: usize, opts: LeaseOpts) -> usize {
+        let id = self.leases.len();
+        let lock = Lock::new(LockConfig {
+            name: self.name.clone(),
+            keys: self.keys.clone(),
+            token: Token(format!("token-{id}")),
+            ttl: opts.ttl,
+            wait: opts.wait,
+            nodes: self.nodes.len(),
+            auto_renew: opts.auto_renew,
+            retry: opts.retry,
+            seed: id as u64,
+        });
+        self.leases.push(LeaseSim {
+            client,
+            lock,
+            plan: opts.plan,
+            events: Vec::new(),
+            calls: Vec::new(),
+            sent: Vec::new(),
+            windows: Vec::new(),
+            belief: None,
+            let_go: false,
+            outstanding: BTreeMap::new(),
+            acquired: None,
+            sub_gen: 0,
+            subscribed: false,
+            timer: None,
+            finished: false,
+            spins: (0, 0),
+        });
+        id
+    }
+
+    /// The token of a lease, as stored in Redis.
+    pub fn token(&self, lease: usize) -> Vec<u8> {
+        format!("token-{lease}").into_bytes()
+    }
+
+    pub fn set_counter(&mut self, node: usize, value: i64) {
+        let key = self.keys.fence.clone();
+        self.nodes[node].set(&key, value.to_string().as_bytes(), None);
+    }
+
+    pub fn counter(&mut self, node: usize) -> i64 {
+        let (key, now) = (self.keys.fence.clone(), self.now);
+        self.nodes[node].counter(&key, now)
+    }
+
+    /// Who holds the lock key on `node` right now, and for how long.
+    pub fn holder(&mut self, node: usize) -> Option<(Vec<u8>, Option<Micros>)> {
+        let (key, now) = (self.keys.lock.clone(), self.now);
+        self.nodes[node].get(&key, now)
+    }
+
+    fn schedule(&mut self, at: Micros, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    /// Plan an app call at global time `at`.
+    pub fn at(&mut self, at: Micros, lease: usize, action: AppAction) {
+        self.schedule(at, Ev::App { lease, action });
+    }
+
+    /// Crash `node` at `at`; it answers again after `down_for` (with no data).
+    pub fn crash_at(&mut self, at: Micros, node: usize, down_for: Micros) {
+        self.schedule(
+            at,
+            Ev::Crash {
+                node,
+                down_for,
+                wipe: true,
+            },
+        );
+    }
+
+    /// Wake random subscribed leases every (up to) `every`, until `until`.
+    pub fn noise(&mut self, every: Micros, until: Micros) {
+        self.schedule(0, Ev::Noise { every, until });
+    }
+
+    /// Make `node` unreachable at `at` for `down_for`; it keeps its data.
+    pub fn partition_at(&mut self, at: Micros, node: usize, down_for: Micros) {
+        self.schedule(
+            at,
+            Ev::Crash {
+                node,
+                down_for,
+                wipe: false,
+            },
+        );
+    }
+
+    // ---- running -----------------------------------------------------------
+
+    /// Process every event up to and including global time `until`.
+    pub fn run_until(&mut self, until: Micros) {
+        while self.queue.peek().is_some_and(|s| s.at <= until) {
+            let Scheduled { at, ev, .. } = self.queue.pop().unwrap();
+            self.now = self.now.max(at);
+            self.steps += 1;
+            self.process(ev);
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Run until nothing is left to happen, or `limit` (global) is reached.
+    /// Returns whether the world went quiet.
+    pub fn run_to_quiet(&mut self, limit: Micros) -> bool {
+        while let Some(s) = self.queue.peek() {
+            if s.at > limit {
+                return false;
+            }
+            self.run_until(s.at);
+        }
+        true
+    }
+
+    /// Run event by event until `lease` has emitted an event matching `pred`
+    /// (returns it), or `limit` (global) passes.
+    pub fn run_until_event(
+        &mut self,
+        lease: usize,
+        limit: Micros,
+        pred: impl Fn(&Event) -> bool,
+    ) -> Option<(Micros, Event)> {
+        let seen = self.leases[lease].events.len();
+        loop {
+            if let Some(e) = self.leases[lease].events[seen..]
+                .iter()
+                .find(|e| pred(&e.1))
+            {
+                return Some(e.clone());
+            }
+            match self.queue.peek() {
+                Some(s) if s.at <= limit => {
+                    let at = s.at;
+                    let Scheduled { ev, .. } = self.queue.pop().unwrap();
+                    self.now = self.now.max(at);
+                    self.steps += 1;
+                    self.process(ev);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Run event by event while `keep_going` holds and `limit` is not passed.
+    /// Returns whether `keep_going` turned false.
+    pub fn run_while(&mut self, limit: Micros, keep_going: impl Fn(&Sim) -> bool) -> bool {
+        while keep_going(self) {
+            match self.queue.peek() {
+                Some(s) if s.at <= limit => {
+                    let at = s.at;
+                    let Scheduled { ev, .. } = self.queue.pop().unwrap();
+                    self.now = self.now.max(at);
+                    self.steps += 1;
+                    self.process(ev);
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Requests of `lease` still travelling to a node.
+    pub fn requests_in_flight(&self, lease: usize) -> usize {
+        self.queue
+            .iter()
+            .filter(|s| matches!(&s.ev, Ev::Exec { lease: l, .. } if *l == lease))
+            .count()
+    }
+
+    pub fn run_for(&mut self, d: Micros) {
+        self.run_until(self.now + d);
+    }
+
+    fn paused_until(&self, client: usize) -> Option<Micros> {
+        self.clients[client]
+            .pauses
+            .iter()
+            .find(|(from, to)| *from <= self.now && self.now < *to)
+            .map(|p| p.1)
+    }
+
+    fn local_now(&self, lease: usize) -> Instant {
+        self.clients[self.leases[lease].client]
+            .clock
+            .local(self.now)
+    }
+
+    fn process(&mut self, ev: Ev) {
+        if let Some(lease) = ev.client_side() {
+            if let Some(resume) = self.paused_until(self.leases[lease].client) {
+                self.schedule(resume, ev);
+                return;
+            }
+        }
+        match ev {
+            Ev::App { lease, action } => self.app(lease, action),
+            Ev::Exec { lease, node, cmd } => self.exec(lease, node, cmd),
+            Ev::Reply { lease, id, reply } => {
+                if self.leases[lease].outstanding.remove(&id).is_some() {
+                    self.log(|| format!("L{lease} <- {id:?} {reply:?}"));
+                    let now = self.local_now(lease);
+                    self.leases[lease].lock.handle_reply(now, id, reply);
+                    self.after_input(lease);
+                }
+            }
+            Ev::CmdTimeout { lease, id } => {
+                if self.leases[lease].outstanding.remove(&id).is_some() {
+                    self.log(|| format!("L{lease} <- {id:?} Unknown (timeout)"));
+                    let now = self.local_now(lease);
+                    let reply = Reply::Unknown("timed out".into());
+                    self.leases[lease].lock.handle_reply(now, id, reply);
+                    self.after_input(lease);
+                }
+            }
+            Ev::Timer { lease, at } => {
+                if self.leases[lease].timer == Some(at) {
+                    self.leases[lease].timer = None;
+                    let l = &mut self.leases[lease];
+                    if l.spins.0 == self.now {
+                        l.spins.1 += 1;
+                        if l.spins.1 > 1000 {
+                            let msg = format!("L{lease}: timer fires forever at {}", self.now);
+                            self.violations.push(msg);
+                            return;
+                        }
+                    } else {
+                        l.spins = (self.now, 0);
+                    }
+                    self.log(|| format!("L{lease} timeout"));
+                    let now = self.local_now(lease);
+                    self.leases[lease].lock.handle_timeout(now);
+                    self.after_input(lease);
+                }
+            }
+            Ev::SubConfirm { lease, node, gen } => {
+                if self.leases[lease].sub_gen == gen && self.leases[lease].subscribed {
+                    self.subscribers[node].insert(lease);
+                    self.log(|| format!("L{lease} subscribed on n{node}"));
+                    let now = self.local_now(lease);
+                    self.leases[lease].lock.handle_wakeup(now);
+                    self.after_input(lease);
+                }
+            }
+            Ev::Wakeup { lease, gen } => {
+                if self.leases[lease].sub_gen == gen && self.leases[lease].subscribed {
+                    self.log(|| format!("L{lease} wakeup"));
+                    let now = self.local_now(lease);
+                    self.leases[lease].lock.handle_wakeup(now);
+                    self.after_input(lease);
+                }
+            }
+            Ev::Crash {
+                node,
+                down_for,
+                wipe,
+            } => {
+                let what = if wipe {
+                    "CRASH (data lost)"
+                } else {
+                    "unreachable"
+                };
+                self.log(|| format!("n{node} {what} for {}ms", down_for / MS));
+                self.nodes[node].up = false;
+                if wipe {
+                    self.nodes[node].wipe();
+                }
+                self.schedule(self.now + down_for, Ev::Restart { node });
+            }
+            Ev::Restart { node } => {
+                self.log(|| format!("n{node} restarted"));
+                self.nodes[node].up = true;
+            }
+            Ev::Noise { every, until } => {
+                let subscribed: Vec<usize> = (0..self.leases.len())
+                    .filter(|&l| self.leases[l].subscribed)
+                    .collect();
+                if !subscribed.is_empty() {
+                    let lease = subscribed[self.rng.range(0, subscribed.len() as u64 - 1) as usize];
+                    let gen = self.leases[lease].sub_gen;
+                    self.schedule(self.now, Ev::Wakeup { lease, gen });
+                }
+                let next = self.now + self.rng.range(1, every);
+                if next <= until && self.leases.iter().any(|l| !l.finished) {
+                    self.schedule(next, Ev::Noise { every, until });
+                }
+            }
+        }
+    }
+
+    fn app(&mut self, lease: usize, action: AppAction) {
+        let now = self.local_now(lease);
+        let l = &mut self.leases[lease];
+        let result = match action {
+            AppAction::Acquire => l.lock.acquire(now),
+            AppAction::Extend(ttl) => l.lock.extend(now, ttl),
+            AppAction::Release => {
+                l.let_go = true;
+                l.lock.release(now)
+            }
+            AppAction::Cancel => {
+                l.let_go |= l.lock.state() != State::Idle;
+                l.lock.cancel(now);
+                if l.lock.state() == State::Held {
+                    l.lock.release(now)
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        self.log(|| format!("L{lease} app {action:?} -> {result:?}"));
+        self.leases[lease].calls.push((self.now, action, result));
+        self.after_input(lease);
+    }
+
+    fn delay(&mut self) -> Micros {
+        if self.rng.chance(self.net.slow) {
+            self.rng.range(self.net.delay.1, self.net.slow_delay)
+        } else {
+            self.rng.range(self.net.delay.0, self.net.delay.1)
+        }
+    }
+
+    fn send(&mut self, lease: usize, cmd: Command) {
+        let node = cmd.node;
+        let client = self.leases[lease].client;
+        self.log(|| format!("L{lease} -> n{node} {:?} {:?}", cmd.id, cmd.script));
+        if node >= self.nodes.len() {
+            self.violations.push(format!(
+                "L{lease}: command to node {node} of {}",
+                self.nodes.len()
+            ));
+            return;
+        }
+        if self.leases[lease]
+            .outstanding
+            .insert(cmd.id, node)
+            .is_some()
+        {
+            self.violations.push(format!(
+                "L{lease}: command id {:?} reused while in flight",
+                cmd.id
+            ));
+        }
+        self.leases[lease].sent.push((self.now, cmd.clone()));
+        self.schedule(
+            self.now + self.net.timeout,
+            Ev::CmdTimeout { lease, id: cmd.id },
+        );
+        if self.rng.chance(self.net.drop_request) {
+            self.log(|| format!("   (request {:?} dropped)", cmd.id));
+            return;
+        }
+        let at =
+            (self.now + self.delay()).max(*self.last_request.get(&(client, node)).unwrap_or(&0));
+        self.last_request.insert((client, node), at);
+        self.schedule(at, Ev::Exec { lease, node, cmd });
+    }
+
+    fn exec(&mut self, lease: usize, node: usize, cmd: Command) {
+        let mut arrival = Arrival {
+            at: self.now,
+            node,
+            lease,
+            id: cmd.id,
+            script: cmd.script,
+            reply: None,
+        };
+        if !self.nodes[node].up {
+            self.log(|| format!("n{node} down: {:?} lost", cmd.id));
+            self.arrived.push(arrival);
+            return;
+        }
+        let (reply, published) = self.nodes[node].exec(self.now, &cmd);
+        arrival.reply = Some(reply.clone());
+        self.arrived.push(arrival);
+        self.log(|| {
+            format!(
+                "n{node} ran L{lease} {:?} {:?} = {reply:?}",
+                cmd.id, cmd.script
+            )
+        });
+        if published.is_some() {
+            for sub in self.subscribers[node].clone() {
+                if !self.rng.chance(self.net.drop_wakeup) {
+                    let at = self.now + self.delay();
+                    let gen = self.leases[sub].sub_gen;
+                    self.schedule(at, Ev::Wakeup { lease: sub, gen });
+                }
+            }
+        }
+        if self.rng.chance(self.net.drop_reply) {
+            self.log(|| format!("   (reply to {:?} dropped)", cmd.id));
+            return;
+        }
+        let client = self.leases[lease].client;
+        let at = (self.now + self.delay()).max(*self.last_reply.get(&(client, node)).unwrap_or(&0));
+        self.last_reply.insert((client, node), at);
+        self.schedule(
+            at,
+            Ev::Reply {
+                lease,
+                id: cmd.id,
+                reply,
+            },
+        );
+    }
+
+    /// After every input to a lease: send its commands, act on its events,
+    /// update its belief window and its timer.
+    fn after_input(&mut self, lease: usize) {
+        while let Some(cmd) = self.leases[lease].lock.poll_command() {
+            self.send(lease, cmd);
+        }
+        while let Some(event) = self.leases[lease].lock.poll_event() {
+            self.log(|| format!("L{lease} event {event:?}"));
+            self.leases[lease].events.push((self.now, event.clone()));
+            match event {
+                Event::Subscribe => {
+                    let l = &mut self.leases[lease];
+                    l.sub_gen += 1;
+                    l.subscribed = true;
+                    let gen = l.sub_gen;
+                    for node in 0..self.nodes.len() {
+                        let at = self.now + self.delay();
+                        self.schedule(at, Ev::SubConfirm { lease, node, gen });
+                    }
+                }
+                Event::Unsubscribe => {
+                    let l = &mut self.leases[lease];
+                    l.sub_gen += 1;
+                    l.subscribed = false;
+                    for subs in &mut self.subscribers {
+                        subs.remove(&lease);
+                    }
+                }
+                Event::Acquired { fence, .. } => {
+                    let l = &mut self.leases[lease];
+                    if l.acquired.is_some() {
+                        self.violations.push(format!("L{lease}: Acquired twice"));
+                    }
+                    l.acquired = Some((self.now, fence));
+                    let (hold, extend) = (l.plan.hold, l.plan.extend_after);
+                    if let Some(e) = extend {
+                        self.at(self.now + e, lease, AppAction::Extend(None));
+                    }
+                    if let Some(h) = hold {
+                        self.at(self.now + h, lease, AppAction::Release);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.update_belief(lease);
+
+        let client = self.leases[lease].client;
+        let clock = self.clients[client].clock;
+        let timer = self.leases[lease]
+            .lock
+            .poll_timeout()
+            .map(|t| clock.global(t).max(self.now));
+        if timer != self.leases[lease].timer {
+            self.leases[lease].timer = timer;
+            if let Some(at) = timer {
+                self.schedule(at, Ev::Timer { lease, at });
+            }
+        }
+
+        let l = &mut self.leases[lease];
+        if l.lock.state() == State::Done && !l.finished && l.outstanding.is_empty() {
+            l.finished = true;
+            if let Some((next, think)) = l.plan.then {
+                self.at(self.now + think, next, AppAction::Acquire);
+            }
+        }
+    }
+
+    fn update_belief(&mut self, lease: usize) {
+        let clock = self.clients[self.leases[lease].client].clock;
+        let now = self.now;
+        let l = &mut self.leases[lease];
+        let believes = (!l.let_go && l.lock.state() == State::Held && !l.lock.is_lost())
+            .then(|| l.lock.valid_until().map(|vu| clock.global(vu)))
+            .flatten();
+        let current = l.belief.map(|b| b.1);
+        if believes != current {
+            if let Some((start, end)) = l.belief.take() {
+                if start < end.min(now) {
+                    l.windows.push((start, end.min(now)));
+                }
+            }
+            l.belief = believes.map(|end| (now, end));
+        }
+    }
+
+    /// Every belief window, the open one included; back-to-back windows
+    /// (a renewal moving `valid_until`) are merged.
+    pub fn windows(&self, lease: usize) -> Vec<(Micros, Micros)> {
+        let l = &self.leases[lease];
+        let open = l.belief.filter(|(start, end)| start < end);
+        let mut merged: Vec<(Micros, Micros)> = Vec::new();
+        for (start, end) in l.windows.iter().copied().chain(open) {
+            match merged.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => merged.push((start, end)),
+            }
+        }
+        merged
+    }
+
+    // ---- checks ------------------------------------------------------------
+
+    /// No two leases believed they held the lock at the same global instant.
+    pub fn check_mutual_exclusion(&self) -> Result<(), String> {
+        let mut all: Vec<(Micros, Micros, usize)> = (0..self.leases.len())
+            .flat_map(|l| self.windows(l).into_iter().map(move |(s, e)| (s, e, l)))
+            .collect();
+        all.sort();
+        let mut latest: Option<(Micros, Micros, usize)> = None;
+        for w in all {
+            if let Some(prev) = latest {
+                if prev.2 != w.2 && w.0 < prev.1 {
+                    return Err(format!(
+                        "overlap: L{} believed [{}, {}) and L{} believed [{}, {}) (µs, global)",
+                        prev.2, prev.0, prev.1, w.2, w.0, w.1
+                    ));
+                }
+            }
+            if latest.is_none_or(|p| w.1 > p.1) {
+                latest = Some(w);
+            }
+        }
+        Ok(())
+    }
+
+    /// Leases that held the lock for a non-empty window, in the order their
+    /// windows began, have strictly increasing fences.
+    pub fn check_fences(&self) -> Result<(), String> {
+        let mut held: Vec<(Micros, u64, usize)> = (0..self.leases.len())
+            .filter_map(|l| {
+                let first = self.windows(l).first()?.0;
+                Some((first, self.leases[l].fence()?, l))
+            })
+            .collect();
+        held.sort();
+        for pair in held.windows(2) {
+            if pair[1].1 <= pair[0].1 {
+                return Err(format!(
+                    "fence went from {} (L{}, held from {}µs) to {} (L{}, held from {}µs)",
+                    pair[0].1, pair[0].2, pair[0].0, pair[1].1, pair[1].2, pair[1].0
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// No app call went without its completion event, and none got two.
+    pub fn check_completions(&self, lease: usize) -> Result<(), String> {
+        let l = &self.leases[lease];
+        let ok = |a: &dyn Fn(&AppAction) -> bool| {
+            l.calls.iter().filter(|c| a(&c.1) && c.2.is_ok()).count()
+        };
+        let ev = |e: &dyn Fn(&Event) -> bool| l.events.iter().filter(|x| e(&x.1)).count();
+        let acquires = ok(&|a| *a == AppAction::Acquire);
+        let acquired = ev(&|e| matches!(e, Event::Acquired { .. } | Event::AcquireFailed(_)));
+        let cancelled = l.calls.iter().any(|c| c.1 == AppAction::Cancel);
+        if acquired > acquires || (!cancelled && acquired < acquires) {
+            return Err(format!(
+                "L{lease}: {acquires} acquire calls, {acquired} completions"
+            ));
+        }
+        let extends = ok(&|a| matches!(a, AppAction::Extend(_)));
+        let extended = ev(&|e| matches!(e, Event::Extended { .. } | Event::ExtendFailed(_)));
+        if extends != extended {
+            return Err(format!(
+                "L{lease}: {extends} extend calls, {extended} completions"
+            ));
+        }
+        let releases = l
+            .calls
+            .iter()
+            .filter(|c| c.1 == AppAction::Release && c.2.is_ok())
+            .count();
+        let released = ev(&|e| matches!(e, Event::Released(_)));
+        if releases != released {
+            return Err(format!(
+                "L{lease}: {releases} release calls, {released} completions"
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (i, l) in self.leases.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "L{i} (client {}): state {:?}, fence {:?}, windows {:?}, events {:?}",
+                l.client,
+                l.lock.state(),
+                l.fence(),
+                self.windows(i),
+                l.events
+            );
+        }
+        s
+    }
+}
