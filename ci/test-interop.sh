@@ -18,7 +18,7 @@ bash demo/build.sh
 venv="${FENCELOCK_PY_VENV:-$root/.build/venv}"
 
 echo "test-interop: cargo build -p fencelock-conformance (Rust agent)"
-cargo build --quiet -p fencelock-conformance --bins
+cargo build --quiet --locked -p fencelock-conformance --bins
 export FENCELOCK_RUST_AGENT="$root/target/debug/fencelock-agent"
 export FENCELOCK_WIRE_DIR="$root/.build/wire"
 rm -rf "$FENCELOCK_WIRE_DIR" && mkdir -p "$FENCELOCK_WIRE_DIR"
