@@ -1,7 +1,7 @@
 'use strict'
 // Interop agent, Node side: one fencelock Client driven by JSON lines on
 // stdin (protocol: tests/python/test_interop.py), one reply line per request.
-// Usage: node agent.js REDIS_URL
+// Usage: node agent.js REDIS_URL[,URL2,...] (several: Redlock)
 const path = require('node:path')
 const readline = require('node:readline')
 const fencelock = require(path.join(__dirname, '..', '..', 'node'))
@@ -38,7 +38,8 @@ async function handle(client, leases, req) {
 }
 
 async function main() {
-  const client = await fencelock.Client.connect(process.argv[2])
+  const urls = process.argv[2].split(',') // several URLs: Redlock
+  const client = await fencelock.Client.connect(urls.length > 1 ? urls : urls[0])
   const leases = new Map()
   console.log(JSON.stringify({ ready: true, lang: 'node' }))
   for await (const line of readline.createInterface({ input: process.stdin })) {

@@ -1,6 +1,6 @@
 """Interop agent, Python side: one fencelock.Client driven by JSON lines on
 stdin (see tests/python/test_interop.py for the protocol), one reply line per
-request on stdout. Usage: agent.py REDIS_URL"""
+request on stdout. Usage: agent.py REDIS_URL[,URL2,...] (several: Redlock)"""
 
 import json
 import sys
@@ -11,7 +11,8 @@ ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", 
 
 
 def main() -> None:
-    client = fencelock.Client(sys.argv[1])
+    urls = sys.argv[1].split(",")  # several URLs: Redlock
+    client = fencelock.Client(urls if len(urls) > 1 else urls[0])
     leases = {}
     print(json.dumps({"ready": True, "lang": "python"}), flush=True)
     for line in sys.stdin:

@@ -1,8 +1,10 @@
-"""Fixtures of the cross-language Python tests: the harness's redis-server
-(FENCELOCK_TEST_REDIS_URL) or a private one for this session."""
+"""Fixtures of the cross-language Python tests: the harness's redis-servers
+(FENCELOCK_TEST_REDIS_URL, FENCELOCK_TEST_REDLOCK_URLS) or private ones for
+this session."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -11,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 
-from fltest import redis_url_or_server  # noqa: E402
+from fltest import Server, redis_url_or_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +22,16 @@ def redis_url() -> Iterator[str]:
     yield url
     if server:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redlock_urls() -> Iterator[list]:
+    """FENCELOCK_TEST_REDLOCK_URLS (five independent servers), or five private ones."""
+    env = os.environ.get("FENCELOCK_TEST_REDLOCK_URLS")
+    if env:
+        yield env.split(",")
+        return
+    servers = [Server() for _ in range(5)]
+    yield [s.url for s in servers]
+    for s in servers:
+        s.stop()

@@ -1,6 +1,6 @@
 //! Interop agent, Rust side: one `fencelock::Client` driven by JSON lines on
 //! stdin (protocol: tests/python/test_interop.py), one reply line per
-//! request on stdout. Usage: fencelock-agent REDIS_URL
+//! request on stdout. Usage: fencelock-agent REDIS_URL[,URL2,...] (several: Redlock)
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -68,7 +68,9 @@ async fn main() {
     let url = std::env::args()
         .nth(1)
         .expect("usage: fencelock-agent REDIS_URL");
-    let client = Client::connect(url.as_str()).await.expect("connect");
+    // Several comma-separated URLs: Redlock.
+    let urls: Vec<String> = url.split(',').map(str::to_owned).collect();
+    let client = Client::connect(urls).await.expect("connect");
     let mut leases = HashMap::new();
     println!("{}", json!({"ready": true, "lang": "rust"}));
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
