@@ -82,6 +82,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lock_cycle = t.elapsed() / n;
     let lock_cpu = (cpu() - c) / n;
 
+    // From a task on a runtime worker (the usual async application).
+    let in_task = {
+        let client = client.clone();
+        let options = options.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            for _ in 0..n {
+                client
+                    .acquire("latency-task", &options)
+                    .await
+                    .unwrap()
+                    .release()
+                    .await
+                    .unwrap();
+            }
+            t.elapsed() / n
+        })
+        .await?
+    };
+
     // The blocking path Python uses: block_on from a plain thread.
     let handle = tokio::runtime::Handle::current();
     let blocking = {
@@ -123,6 +143,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "CPU per EVALSHA {:.1} us, per acquire+release {:.1} us (client side, all threads)",
         eval_cpu.as_secs_f64() * 1e6,
         lock_cpu.as_secs_f64() * 1e6
+    );
+    println!(
+        "  same from a worker task   {:>8.1} us",
+        in_task.as_secs_f64() * 1e6
     );
     println!(
         "  same via block_on         {:>8.1} us",

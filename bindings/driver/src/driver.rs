@@ -146,7 +146,8 @@ pub(crate) async fn run(job: Job) {
                     }));
                     return;
                 }
-                Wait::Bounded(d) => Some(tokio::time::Instant::from_std(started) + d),
+                // A bound too large for the clock is no bound.
+                Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
                 Wait::Forever => None,
             };
             let expired = async {

@@ -207,6 +207,15 @@ async fn wait_zero_bounded_and_unbounded() {
     assert!(matches!(local, Err(Error::NotAcquired { .. })), "{local:?}");
     assert!(t.elapsed() >= ms(100) && t.elapsed() < secs(2));
 
+    // A bound too large for the clock behaves like no bound (no overflow),
+    // both in the local queue (a) and remotely (b).
+    let huge = LockOptions::new(secs(10)).wait(Duration::MAX);
+    let (local, remote) = tokio::join!(
+        tokio::time::timeout(ms(100), a.acquire(&name, &huge)),
+        tokio::time::timeout(ms(100), b.acquire(&name, &huge)),
+    );
+    assert!(local.is_err() && remote.is_err(), "both still waiting");
+
     let forever = tokio::spawn({
         let (b, name) = (b.clone(), name.clone());
         async move { b.acquire(&name, &LockOptions::new(secs(10))).await }
