@@ -396,7 +396,7 @@ struct FuzzCase {
 fn fuzz_case() -> impl Strategy<Value = FuzzCase> {
     (
         1..=5usize,
-        prop_oneof![1..=1_000u64, Just(MAX_TTL_MS), 1..=MAX_TTL_MS],
+        prop_oneof![1..=5u64, 1..=1_000u64, Just(MAX_TTL_MS), 1..=MAX_TTL_MS],
         prop_oneof![
             Just(Wait::Forever),
             (0..=5_000u64).prop_map(|ms| Wait::Bounded(Duration::from_millis(ms))),

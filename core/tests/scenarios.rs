@@ -438,6 +438,33 @@ fn redlock_waiters_do_not_wake_each_other_into_a_busy_loop() {
     );
 }
 
+/// With Redlock, validity is ttl - elapsed - (ttl/100 + 2 ms): a 2 ms ttl can
+/// never be valid. Waiting forever must not mean retrying forever.
+#[test]
+fn redlock_ttl_below_the_drift_allowance_does_not_retry_forever() {
+    let mut sim = Sim::new(18, 3, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(2, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.run_until(1_000 * MS);
+    let l = &sim.leases[a];
+    let refused = l.calls[0].2.is_err();
+    let failed = l
+        .events
+        .iter()
+        .any(|e| matches!(e.1, Event::AcquireFailed(_)));
+    let attempts = l
+        .sent
+        .iter()
+        .filter(|c| c.1.script == Script::Acquire)
+        .count()
+        / 3;
+    assert!(
+        (refused || failed) && attempts <= 1,
+        "refused: {refused}, failed: {failed}, {attempts} attempts in 1 s"
+    );
+}
+
 #[test]
 fn redlock_skips_the_write_back_when_a_majority_agrees() {
     let mut sim = Sim::new(11, 5, Net::calm());
