@@ -89,6 +89,18 @@ impl Client {
             .iter()
             .map(|u| crate::url::parse(u))
             .collect::<Result<Vec<_>, _>>()?;
+        for (i, url) in parsed.iter().enumerate() {
+            if parsed[..i]
+                .iter()
+                .any(|earlier| earlier.info.addr() == url.info.addr())
+            {
+                // The same node twice would vote against itself in Redlock.
+                return Err(Error::invalid(format!(
+                    "Redis node {:?} is listed twice; Redlock needs independent nodes",
+                    url.redacted
+                )));
+            }
+        }
         if parsed.iter().any(|u| u.tls) {
             ensure_crypto_provider();
         }

@@ -36,6 +36,10 @@ async fn malformed_urls_are_invalid_arguments_with_the_password_redacted() {
         Client::connect(Vec::<String>::new()).await,
         Err(Error::InvalidArgument(_))
     ));
+    assert!(matches!(
+        Client::connect(["redis://:hunter2-secret@127.0.0.1:1/0", "redis://127.0.0.1:1/1"]).await,
+        Err(Error::InvalidArgument(m)) if !m.contains("hunter2-secret")
+    ));
     let bad_prefix = ClientOptions {
         prefix: "a{b".into(),
         ..ClientOptions::default()
