@@ -17,7 +17,7 @@ async function handle(client, leases, req) {
   switch (req.op) {
     case 'acquire':
     case 'try': {
-      const options = { ttl: req.ttl, wait: req.wait ?? undefined }
+      const options = { ttl: req.ttl, wait: req.wait ?? undefined, autoRenew: Boolean(req.auto_renew) }
       const got = req.op === 'acquire' ? await client.acquire(req.name, options) : await client.tryAcquire(req.name, options)
       if (got === null) return { ok: true, lease: null }
       const id = String(leases.size)

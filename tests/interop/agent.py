@@ -23,7 +23,7 @@ def main() -> None:
                 ttl = req["ttl"] / 1000
                 if op == "acquire":
                     wait = None if req.get("wait") is None else req["wait"] / 1000
-                    got = client.acquire(req["name"], ttl=ttl, wait=wait)
+                    got = client.acquire(req["name"], ttl=ttl, wait=wait, auto_renew=bool(req.get("auto_renew")))
                 else:
                     got = client.try_acquire(req["name"], ttl=ttl)
                 if got is None:

@@ -4,7 +4,8 @@ processes, each one fencelock client) share locks on one redis-server.
 Agent protocol (tests/interop/agent.py, agent.js, and the Rust
 tests/conformance/src/bin/fencelock-agent.rs): one JSON request per stdin
 line, one JSON reply per stdout line, requests handled in order.
-  {"op": "acquire", "name", "ttl": ms, "wait": ms|null} -> {"ok", "lease": id, "fence": "n"}
+  {"op": "acquire", "name", "ttl": ms, "wait": ms|null, "auto_renew": bool}
+                                                        -> {"ok", "lease": id, "fence": "n"}
   {"op": "try", "name", "ttl": ms}                      -> {"ok", "lease": id|null, ...}
   {"op": "extend", "lease": id, "ttl": ms|null} / {"op": "release", "lease": id} -> {"ok"}
   {"op": "lost", "lease": id}                           -> {"ok", "lost": bool}
@@ -161,6 +162,29 @@ def test_lease_lost_to_other_language_is_reported_lost(
     assert h.call(op="release", lease=held["lease"])["error"] == "LockLost"
     assert t.call(op="extend", lease=taken["lease"], ttl=None) == {"ok": True}
     assert t.call(op="release", lease=taken["lease"]) == {"ok": True}
+
+
+RENEW_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python")]
+
+
+@pytest.mark.parametrize("holder,other", RENEW_PAIRS, ids=[f"{h}-renews-{o}-tries" for h, o in RENEW_PAIRS])
+def test_auto_renewal_keeps_other_language_out(holder: str, other: str, agents: Dict[str, Agent]) -> None:
+    """A 300 ms lease with auto-renewal outlives several TTLs: every try from
+    the other language during a second finds it held."""
+    h, o = agents[holder], agents[other]
+    name = f"interop:renew:{holder}-{other}:{uuid.uuid4().hex[:8]}"
+    held = h.call(op="acquire", name=name, ttl=300, wait=0, auto_renew=True)
+    assert held["ok"], held
+    tries, until = 0, time.monotonic() + 1.0  # more than three TTLs
+    while time.monotonic() < until:
+        assert o.call(op="try", name=name, ttl=1000) == {"ok": True, "lease": None}
+        tries += 1
+    assert tries > 10
+    assert h.call(op="lost", lease=held["lease"])["lost"] is False
+    assert h.call(op="release", lease=held["lease"]) == {"ok": True}
+    won = o.call(op="try", name=name, ttl=1000)
+    assert won["lease"] is not None and int(won["fence"]) > int(held["fence"])
+    assert o.call(op="release", lease=won["lease"]) == {"ok": True}
 
 
 REDLOCK_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python")]

@@ -31,7 +31,8 @@ async fn handle(
     Ok(match req["op"].as_str().unwrap_or("") {
         op @ ("acquire" | "try") => {
             let name = req["name"].as_str().expect("name");
-            let mut options = LockOptions::new(ms(&req["ttl"]).expect("ttl"));
+            let mut options = LockOptions::new(ms(&req["ttl"]).expect("ttl"))
+                .auto_renew(req["auto_renew"].as_bool().unwrap_or(false));
             if let Some(wait) = ms(&req["wait"]) {
                 options = options.wait(wait);
             }
