@@ -34,6 +34,8 @@ pub struct Verdict {
     pub c: Vec<String>,
     pub d: Vec<String>,
     pub e: Vec<String>,
+    /// Tokens found in worker output (histories, stderr logs).
+    pub secrets: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +47,23 @@ struct Lease {
     believed_end: u64,
     release_start: Option<u64>,
     end: Option<&'static str>,
+}
+
+/// How many accepted writes in `writes` were stale (property (a)).
+pub fn stale_accepted(writes: &[Write]) -> usize {
+    let mut last: Option<(u64, &str)> = None;
+    let mut stale = 0;
+    for w in writes.iter().filter(|w| w.accepted) {
+        if let Some((f, lease)) = last {
+            if w.fence < f || (w.fence == f && w.lease != lease) {
+                stale += 1;
+            }
+        }
+        if last.is_none_or(|(f, _)| w.fence >= f) {
+            last = Some((w.fence, &w.lease));
+        }
+    }
+    stale
 }
 
 pub fn check(

@@ -22,7 +22,7 @@ fn verdict(row: &Row) -> &'static str {
 pub fn line(row: &Row) -> String {
     let v = &row.verdict;
     format!(
-        "{:<18} {:>6} CS {:>4} faults  a={} b={} c={} d={} e={}  {:.1}s  {}{}",
+        "{:<18} {:>6} CS {:>4} faults  a={} b={} c={} d={} e={} leaks={}  {:.1}s  {}{}",
         row.spec.name,
         v.critical_sections,
         row.faults,
@@ -31,6 +31,7 @@ pub fn line(row: &Row) -> String {
         v.c.len(),
         v.d.len(),
         v.e.len(),
+        v.secrets.len(),
         row.seconds,
         verdict(row),
         row.error
@@ -97,6 +98,7 @@ pub fn print_details(row: &Row) {
         ("(c)", &v.c),
         ("(d)", &v.d),
         ("(e)", &v.e),
+        ("token leak", &v.secrets),
     ] {
         if list.is_empty() {
             continue;
@@ -130,6 +132,7 @@ pub fn document(rows: &[Row], cfg: &Config, quick: bool, fuzz: Option<&str>) -> 
             ("(c)", &v.c),
             ("(d)", &v.d),
             ("(e)", &v.e),
+            ("token leak", &v.secrets),
         ];
         if lists.iter().all(|(_, l)| l.is_empty()) {
             continue;

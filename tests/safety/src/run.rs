@@ -172,8 +172,14 @@ struct Ctx<'a> {
     faults: usize,
     /// Failover: locks granted by the primary and lost with it.
     unreplicated_locks: usize,
+    /// Tokens read from Redis: none may appear in any worker output.
+    tokens: HashSet<Vec<u8>>,
     rng: Rng,
+    /// When the nemesis stops (controls may run on, up to `hard_deadline`,
+    /// until they have seen what they must see).
     deadline: u64,
+    hard_deadline: u64,
+    stop_file: PathBuf,
 }
 
 fn sleep_ms(ms: u64) -> tokio::time::Sleep {
@@ -182,7 +188,7 @@ fn sleep_ms(ms: u64) -> tokio::time::Sleep {
 
 impl Ctx<'_> {
     fn worker_args(&self, id: &str, history: &Path) -> WorkerArgs {
-        let remaining = self.deadline.saturating_sub(mono_ns()) as f64 / 1e9;
+        let remaining = self.hard_deadline.saturating_sub(mono_ns()) as f64 / 1e9;
         WorkerArgs {
             id: id.to_owned(),
             urls: self.client_urls.clone(),
@@ -195,6 +201,7 @@ impl Ctx<'_> {
             seconds: remaining.max(0.5),
             resource: self.resource_port,
             history: history.to_owned(),
+            stop_file: self.stop_file.clone(),
         }
     }
 
@@ -252,11 +259,13 @@ impl Ctx<'_> {
     }
 
     /// The live worker whose lease currently holds the lock, if any.
-    async fn holder(&self) -> Option<usize> {
+    async fn holder(&mut self) -> Option<usize> {
         let token = resp::cmd(self.data_port(), &[b"GET", &self.lock_key])
             .await
             .ok()?;
-        let hash = sha256_hex(token.as_bytes()?);
+        let token = token.as_bytes()?.to_vec();
+        let hash = sha256_hex(&token);
+        self.tokens.insert(token);
         let needle = format!("\"ev\":\"acquired\",\"lease\":\"{hash}\"");
         self.workers
             .iter()
@@ -393,6 +402,9 @@ impl Ctx<'_> {
                 let on_replica = resp::cmd(rport, &[b"GET", &key]).await.ok();
                 for _ in 0..250 {
                     let on_primary = resp::cmd(pport, &[b"GET", &key]).await.ok();
+                    if let Some(resp::Value::Str(t)) = &on_primary {
+                        self.tokens.insert(t.clone());
+                    }
                     if matches!(on_primary, Some(resp::Value::Str(_))) && on_primary != on_replica {
                         self.unreplicated_locks += 1;
                         break;
@@ -428,6 +440,36 @@ impl Ctx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Secrets: no token read from Redis during the run may appear in any
+    /// history, worker stderr (the libraries' logs) or server log.
+    fn token_leaks(&self) -> Vec<String> {
+        let mut leaks = Vec::new();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return leaks;
+        };
+        for entry in entries.flatten() {
+            // Histories, worker stderr, server logs; not Redis's own data
+            // files (a replica's full sync writes dump.rdb, tokens included).
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if ![".jsonl", ".stderr", ".log"].iter().any(|e| name.ends_with(e)) {
+                continue;
+            }
+            let Ok(data) = std::fs::read(entry.path()) else {
+                continue;
+            };
+            for t in &self.tokens {
+                if !t.is_empty() && data.windows(t.len()).any(|w| w == t.as_slice()) {
+                    leaks.push(format!(
+                        "a token appears in {}",
+                        entry.file_name().to_string_lossy()
+                    ));
+                    break;
+                }
+            }
+        }
+        leaks
     }
 
     /// (d): after the workers exit, no lock key may remain once a TTL has
@@ -485,6 +527,7 @@ pub async fn run_scenario(spec: &Spec, cfg: &Config, index: u64) -> Row {
     }
     let v = &row.verdict;
     row.pass = row.error.is_none()
+        && v.secrets.is_empty()
         && v.c.is_empty()
         && v.d.is_empty()
         && v.critical_sections > 0
@@ -564,20 +607,35 @@ async fn run_inner(
         spawned: 0,
         faults: 0,
         unreplicated_locks: 0,
+        tokens: HashSet::new(),
         rng: Rng(cfg.seed ^ (index.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1),
         deadline: mono_ns() + (seconds * 1e9) as u64,
+        hard_deadline: mono_ns() + (seconds * if spec.control { 3e9 } else { 1e9 }) as u64,
+        stop_file: dir.join("STOP"),
     };
     for slot in 0..cfg.workers {
         ctx.spawn_worker(slot)?;
     }
     // The nemesis: bounded by the scenario's deadline (each step is bounded).
     let mut nemesis_error = None;
-    while mono_ns() < ctx.deadline {
+    // A control run goes on (up to 3x its time) until it has produced a
+    // stale write, so a short run cannot make it pass or fail by luck.
+    let must_go_on = |ctx: &Ctx<'_>| {
+        spec.control
+            && mono_ns() < ctx.hard_deadline
+            && checker::stale_accepted(&resource.log()) == 0
+    };
+    while mono_ns() < ctx.deadline || must_go_on(&ctx) {
+        if let Ok(resp::Value::Str(t)) = resp::cmd(ctx.data_port(), &[b"GET", &ctx.lock_key]).await
+        {
+            ctx.tokens.insert(t);
+        }
         if let Err(e) = ctx.nemesis_step().await {
             nemesis_error = Some(e);
             break;
         }
     }
+    let _ = std::fs::write(&ctx.stop_file, b"stop\n");
     ctx.heal().await?;
     // Workers stop at the deadline plus at most one bounded acquire wait.
     let grace = Duration::from_millis(2 * spec.ttl_ms + 1000 + 10_000);
@@ -616,6 +674,7 @@ async fn run_inner(
         records.extend(h);
     }
     records.sort_by_key(|r| r.t);
+    let leaks = ctx.token_leaks();
     let verdict = checker::check(
         &records,
         &resource.log(),
@@ -624,6 +683,8 @@ async fn run_inner(
         &ctx.started,
         d_findings,
     );
+    let mut verdict = verdict;
+    verdict.secrets = leaks;
     if let Some(e) = nemesis_error {
         return Err(format!("nemesis: {e}"));
     }

@@ -27,6 +27,8 @@ pub struct WorkerArgs {
     pub seconds: f64,
     pub resource: u16,
     pub history: std::path::PathBuf,
+    /// The worker ends its loop once this file exists.
+    pub stop_file: std::path::PathBuf,
 }
 
 impl WorkerArgs {
@@ -54,6 +56,8 @@ impl WorkerArgs {
             self.resource.to_string(),
             "--history".into(),
             self.history.display().to_string(),
+            "--stop-file".into(),
+            self.stop_file.display().to_string(),
         ]
     }
 
@@ -81,6 +85,7 @@ impl WorkerArgs {
                 .map_err(|e| format!("--seconds: {e}"))?,
             resource: num("--resource")? as u16,
             history: get("--history")?.into(),
+            stop_file: get("--stop-file")?.into(),
         })
     }
 }
@@ -158,7 +163,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let lock_options = LockOptions::new(Duration::from_millis(args.ttl_ms))
         .wait(Duration::from_millis(args.wait_ms));
     let mut i = 0;
-    while i < args.iterations && mono_ns() < deadline {
+    while i < args.iterations && mono_ns() < deadline && !args.stop_file.exists() {
         i += 1;
         let t0 = mono_ns();
         log.rec(Record {

@@ -75,7 +75,7 @@ async function main () {
   const workMs = Number(a['work-ms'])
   const thinkMs = Number(a['think-ms'])
   const iterations = Number(a.iterations)
-  for (let i = 0; i < iterations && now() < deadline; i++) {
+  for (let i = 0; i < iterations && now() < deadline && !fs.existsSync(a['stop-file']); i++) {
     const t0 = now()
     rec('acquire_start', {}, t0)
     let lease

@@ -19,7 +19,7 @@ import fencelock
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    for flag in ("--id", "--urls", "--lock", "--history"):
+    for flag in ("--id", "--urls", "--lock", "--history", "--stop-file"):
         p.add_argument(flag, required=True)
     for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--iterations", "--resource"):
         p.add_argument(flag, required=True, type=int)
@@ -58,7 +58,7 @@ def main() -> None:
     ttl = a.ttl_ms / 1000.0
     wait = a.wait_ms / 1000.0
     i = 0
-    while i < a.iterations and time.monotonic_ns() < deadline:
+    while i < a.iterations and time.monotonic_ns() < deadline and not os.path.exists(a.stop_file):
         i += 1
         t0 = time.monotonic_ns()
         rec("acquire_start", t=t0)
