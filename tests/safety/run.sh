@@ -56,6 +56,8 @@ fi
 
 cargo build -q -p fencelock-safety
 BIN=$ROOT/target/debug/fencelock-safety
+# The checker's own tests first: each property must be able to fail.
+cargo test -q -p fencelock-safety 2>&1 | tail -2
 
 if [ $quick = 1 ]; then
   "$BIN" run --quick --langs "$langs" --run-dir "$RUN_DIR" ${args[@]+"${args[@]}"}

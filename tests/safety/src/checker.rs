@@ -140,7 +140,7 @@ pub fn check(
             None if killed.contains(&l.worker) => v.expired += 1,
             None => v.c.push(format!(
                 "lease {}.. of {} (fence {}) never ended",
-                &hash[..12],
+                hash.get(..12).unwrap_or(hash),
                 l.worker,
                 l.fence
             )),
@@ -206,4 +206,140 @@ pub fn check(
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn rec(t: u64, w: &str, ev: &str, lease: &str, fence: u64, valid_ms: Option<f64>) -> Record {
+        Record {
+            t,
+            w: w.into(),
+            ev: ev.into(),
+            lease: (!lease.is_empty()).then(|| lease.into()),
+            fence: (fence > 0).then_some(fence),
+            valid_ms,
+            t0: (ev == "acquired").then_some(t.saturating_sub(MS)),
+            ..Record::default()
+        }
+    }
+
+    /// One complete critical section of `w` with lease `l`, fence `f`,
+    /// from `t` (ms) for `len` ms, believing `valid` ms of validity.
+    fn section(w: &str, l: &str, f: u64, t: u64, len: u64, valid: f64, end: &str) -> Vec<Record> {
+        vec![
+            rec(t * MS, w, "acquired", l, f, Some(valid)),
+            rec(
+                (t + len / 2) * MS,
+                w,
+                "write_start",
+                l,
+                f,
+                Some(valid - len as f64 / 2.0),
+            ),
+            rec(
+                (t + len) * MS,
+                w,
+                "release_start",
+                l,
+                0,
+                Some(valid - len as f64),
+            ),
+            rec((t + len + 1) * MS, w, end, l, 0, None),
+        ]
+    }
+
+    fn write(fence: u64, lease: &str, accepted: bool) -> Write {
+        Write {
+            t: 0,
+            fence,
+            lease: lease.into(),
+            worker: "w".into(),
+            accepted,
+        }
+    }
+
+    fn run(records: &[Record], writes: &[Write], killed: &[&str], finished: &[&str]) -> Verdict {
+        let killed = killed.iter().map(|s| s.to_string()).collect();
+        let finished: HashSet<String> = finished.iter().map(|s| s.to_string()).collect();
+        let started: Vec<String> = finished.iter().cloned().collect();
+        check(records, writes, &killed, &finished, &started, Vec::new())
+    }
+
+    #[test]
+    fn a_clean_history_has_no_findings() {
+        let mut r = section("A", "l1", 1, 0, 10, 990.0, "released");
+        r.extend(section("B", "l2", 2, 12, 10, 990.0, "released"));
+        let w = [
+            write(1, "l1", true),
+            write(2, "l2", true),
+            write(2, "l2", true),
+        ];
+        let v = run(&r, &w, &[], &["A", "B"]);
+        assert_eq!(v.critical_sections, 2);
+        assert!(
+            v.a.is_empty() && v.b.is_empty() && v.c.is_empty() && v.e.is_empty(),
+            "{v:?}"
+        );
+        assert_eq!((v.released, v.writes_accepted), (2, 3));
+    }
+
+    #[test]
+    fn a_stale_or_reused_fence_accepted_is_found() {
+        let v = run(&[], &[write(5, "x", true), write(4, "y", true)], &[], &[]);
+        assert_eq!(v.a.len(), 1);
+        let v = run(&[], &[write(5, "x", true), write(5, "y", true)], &[], &[]);
+        assert_eq!(v.a.len(), 1, "the same fence from another lease is stale");
+        let v = run(&[], &[write(5, "x", true), write(4, "y", false)], &[], &[]);
+        assert!(v.a.is_empty(), "a rejected stale write is fine");
+        assert_eq!(
+            stale_accepted(&[write(5, "x", true), write(4, "y", true)]),
+            1
+        );
+    }
+
+    #[test]
+    fn b_overlapping_believed_validity_is_found() {
+        // B acquires at 5 ms while A (until 10 ms) still believes it is valid.
+        let mut r = section("A", "l1", 1, 0, 10, 990.0, "released");
+        r.extend(section("B", "l2", 2, 5, 10, 990.0, "released"));
+        let v = run(&r, &[], &[], &["A", "B"]);
+        assert_eq!(v.b.len(), 1, "{v:?}");
+        // A paused: it believed 3 ms of validity, B acquires at 5 ms: fine.
+        let mut r = section("A", "l1", 1, 0, 10, 3.0, "release_lost");
+        r.extend(section("B", "l2", 2, 5, 10, 990.0, "released"));
+        let v = run(&r, &[], &[], &["A", "B"]);
+        assert!(v.b.is_empty(), "{v:?}");
+        assert_eq!(v.lost, 1);
+    }
+
+    #[test]
+    fn c_a_lease_that_never_ended_is_found_unless_its_holder_was_killed() {
+        let r = vec![rec(0, "A", "acquired", "l1", 1, Some(900.0))];
+        assert_eq!(run(&r, &[], &[], &["A"]).c.len(), 1);
+        let v = run(&r, &[], &["A"], &[]);
+        assert!(v.c.is_empty());
+        assert_eq!(v.expired, 1);
+        // A worker that neither finished nor was killed.
+        let v = check(
+            &[],
+            &[],
+            &HashSet::new(),
+            &HashSet::new(),
+            &["A".into()],
+            Vec::new(),
+        );
+        assert_eq!(v.c.len(), 1);
+    }
+
+    #[test]
+    fn e_a_fence_that_goes_back_is_found() {
+        let mut r = section("A", "l1", 7, 0, 10, 990.0, "released");
+        r.extend(section("B", "l2", 3, 20, 10, 990.0, "released"));
+        let v = run(&r, &[], &[], &["A", "B"]);
+        assert_eq!(v.e.len(), 1);
+    }
 }

@@ -453,7 +453,10 @@ impl Ctx<'_> {
             // Histories, worker stderr, server logs; not Redis's own data
             // files (a replica's full sync writes dump.rdb, tokens included).
             let name = entry.file_name().to_string_lossy().into_owned();
-            if ![".jsonl", ".stderr", ".log"].iter().any(|e| name.ends_with(e)) {
+            if ![".jsonl", ".stderr", ".log"]
+                .iter()
+                .any(|e| name.ends_with(e))
+            {
                 continue;
             }
             let Ok(data) = std::fs::read(entry.path()) else {
