@@ -287,7 +287,13 @@ impl std::future::Future for Acquiring {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| {
-            r.unwrap_or_else(|_| Err(Error::redis(None, "the lock driver stopped unexpectedly")))
+            let result = r.unwrap_or_else(|_| {
+                Err(Error::redis(None, "the lock driver stopped unexpectedly"))
+            });
+            if let Ok(lease) = &result {
+                lease.claim();
+            }
+            result
         })
     }
 }

@@ -51,6 +51,10 @@ pub(crate) struct Shared {
     lost: AtomicBool,
     /// Released (or the release failed): nothing is valid any more.
     over: AtomicBool,
+    /// The acquire caller took the lease out of the channel. A lease dropped
+    /// before that (the acquire future was dropped right after the lock was
+    /// won) is released at once instead of being left to expire.
+    claimed: AtomicBool,
     lost_tx: watch::Sender<bool>,
 }
 
@@ -60,6 +64,7 @@ impl Shared {
             valid_until_ns: AtomicU64::new(0),
             lost: AtomicBool::new(false),
             over: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
             lost_tx: watch::Sender::new(false),
         }
     }
@@ -87,6 +92,10 @@ impl Shared {
             .map(|t| u64::try_from(t.since_epoch().as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         self.valid_until_ns.store(until, Ordering::Release);
+    }
+
+    pub(crate) fn claim(&self) {
+        self.claimed.store(true, Ordering::Release);
     }
 
     fn mark_lost(&self) {
@@ -249,7 +258,11 @@ impl Actor<'_> {
                 if state == State::Done && (!delivered || self.abandoned || closing) {
                     break;
                 }
-                if lease_dropped && self.pending.is_none() && state != State::Releasing {
+                if lease_dropped
+                    && !self.abandoned
+                    && self.pending.is_none()
+                    && state != State::Releasing
+                {
                     // Dropped without release: stop renewing, let the key expire.
                     break;
                 }
@@ -287,7 +300,16 @@ impl Actor<'_> {
                 request = async { requests.expect("guarded").recv().await }, if has_requests => {
                     match request {
                         Some(request) => self.on_request(lock, request),
-                        None => lease_dropped = true,
+                        None => {
+                            lease_dropped = true;
+                            if !self.shared.claimed.load(Ordering::Acquire) && lock.state() == State::Held {
+                                // Won, but the caller was gone before taking
+                                // the lease: release, do not leave it held.
+                                tracing::debug!(lock = %lock.name(), "lease never claimed; releasing");
+                                self.abandoned = true;
+                                let _ = lock.release(now());
+                            }
+                        }
                     }
                 }
                 () = async { reply.expect("guarded").closed().await }, if acquiring => {

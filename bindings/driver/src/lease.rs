@@ -45,6 +45,11 @@ impl Lease {
         }
     }
 
+    /// The acquire caller has it now (see `Shared::claimed`).
+    pub(crate) fn claim(&self) {
+        self.shared.claim();
+    }
+
     /// The lock's name, as given to `acquire`.
     pub fn name(&self) -> &[u8] {
         self.name.as_bytes()

@@ -772,3 +772,26 @@ fn futures_executor_block_on<F: std::future::Future>(future: F) -> F::Output {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_won_after_its_acquire_future_was_dropped_is_released() {
+    let (url, _server) = redis_url();
+    let name = unique("unclaimed");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let k = keys(&name);
+    let options = LockOptions::new(secs(60));
+    for _ in 0..10 {
+        let mut acquire = Box::pin(client.acquire(&name, &options));
+        assert!(poll_once(acquire.as_mut()).await.is_pending());
+        // Let the lease task win and hand the lease over (into the channel
+        // the dropped future would have read it from).
+        eventually(secs(5), "the lock was won", || exists(&url, &k.lock)).await;
+        tokio::time::sleep(ms(5)).await;
+        drop(acquire);
+        // With a 60 s TTL, a lease left to expire would still be there.
+        eventually(secs(5), "the unclaimed lease was released", || {
+            !exists(&url, &k.lock)
+        })
+        .await;
+    }
+}
