@@ -1,0 +1,404 @@
+"""Orchestrates `make bench` (called by bench/run.sh, which builds everything,
+installs the peers outside the tree and starts the redis-servers).
+
+Runs every scenario for every implementation in rounds, rotating the order of
+the implementations each round so machine noise is spread over all of them,
+then writes the results table (markdown) and the raw JSON lines.
+
+    python bench.py --url URL --urls U1,...,U5 --out results.md [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import redis
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (lang, scenario, implementations). The first one is fencelock's.
+GROUPS = [
+    ("rust", "s1", ["fencelock", "floor"]),
+    ("python", "s1", ["fencelock", "redis-py", "pottery", "floor"]),
+    ("python-async", "s1", ["fencelock-async", "redis-py-async", "floor-async"]),
+    ("node", "s1", ["fencelock", "redlock", "semaphore", "floor"]),
+    ("rust", "s2", ["fencelock", "floor"]),
+    ("python", "s2", ["fencelock", "redis-py", "pottery", "floor"]),
+    ("python-async", "s2", ["fencelock-async", "redis-py-async", "floor-async"]),
+    ("node", "s2", ["fencelock", "redlock", "semaphore", "floor"]),
+    ("rust", "s3", ["fencelock"]),
+    ("python", "s3", ["fencelock", "redis-py", "redis-py:tuned", "pottery", "pottery:tuned"]),
+    ("python-async", "s3", ["fencelock-async", "redis-py-async", "redis-py-async:tuned"]),
+    ("node", "s3", ["fencelock", "redlock", "redlock:tuned", "semaphore", "semaphore:tuned"]),
+    ("rust", "s4", ["fencelock"]),
+    ("python", "s4", ["fencelock", "pottery"]),
+    ("python-async", "s4", ["fencelock-async"]),
+    ("node", "s4", ["fencelock", "redlock", "semaphore"]),
+]
+MEM_GROUPS = [
+    ("rust", ["fencelock"]),
+    ("python", ["fencelock", "redis-py", "pottery"]),
+    ("node", ["fencelock", "redlock", "semaphore"]),
+]
+FLOOR_OF = {"rust": "floor", "python": "floor", "python-async": "floor-async", "node": "floor"}
+LANG_LABEL = {
+    "rust": "Rust",
+    "python": "Python (threads)",
+    "python-async": "Python asyncio",
+    "node": "Node",
+}
+IMPL_LABEL = {
+    "fencelock": "**fencelock**",
+    "fencelock-async": "**fencelock**",
+    "redis-py": "redis-py Lock",
+    "redis-py:tuned": "redis-py Lock, sleep=1 ms",
+    "redis-py-async": "redis-py asyncio Lock",
+    "redis-py-async:tuned": "redis-py asyncio Lock, sleep=1 ms",
+    "pottery": "pottery Redlock",
+    "pottery:tuned": "pottery Redlock, retry ≤2 ms",
+    "redlock": "node-redlock",
+    "redlock:tuned": "node-redlock, retry ∞ × 1±1 ms",
+    "semaphore": "redis-semaphore",
+    "semaphore:tuned": "redis-semaphore, retry 1 ms",
+    "floor": "floor: SET NX PX + EVALSHA",
+    "floor-async": "floor: SET NX PX + EVALSHA",
+}
+
+
+def runner_cmd(lang: str, scenario: str, impls: list[str], a) -> list[str]:
+    common = ["--impls", ",".join(impls), "--url", a.url, "--urls", a.urls]
+    if scenario == "s2":
+        common += ["--workers", "64"]
+    elif scenario == "s3":
+        common += ["--workers", "8"]
+    secs = a.secs * (2 if scenario == "s3" else 1)
+    common += ["--secs", str(secs), "--leases", str(a.leases)]
+    if lang == "rust":
+        return [a.rust_bin, scenario] + common
+    if lang.startswith("python"):
+        return [sys.executable, os.path.join(HERE, "python", "bench_py.py"), scenario] + common
+    return ["node", os.path.join(HERE, "node", "bench_node.js"), scenario] + common
+
+
+def run_group(lang, scenario, impls, a, timeout) -> list[dict]:
+    cmd = runner_cmd(lang, scenario, impls, a)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  {lang} {scenario}: TIMEOUT after {timeout}s", file=sys.stderr)
+        return []
+    if p.returncode != 0:
+        print(f"  {lang} {scenario} failed ({p.returncode}):\n{p.stderr[-2000:]}", file=sys.stderr)
+    out = []
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            r["lang"] = lang
+            out.append(r)
+    return out
+
+
+def redis_benchmark(port: int, n: int) -> float:
+    p = subprocess.run(
+        ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", "1", "-t", "set", "-n", str(n), "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    m = re.findall(r"SET: ([0-9.]+) requests per second", p.stdout.replace("\r", "\n"))
+    return float(m[-1]) if m else float("nan")
+
+
+def measure_memory(a, lang: str, impls: list[str]) -> list[dict]:
+    """Each runner holds a.leases locks and waits; we read Redis meanwhile."""
+    r = redis.Redis.from_url(a.url)
+    cmd = runner_cmd(lang, "mem", impls, a)
+    out = []
+    r.flushall()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        for kind in impls:
+            line = p.stdout.readline()
+            if not line.startswith("{"):
+                print(f"  mem {lang} {kind}: runner ended early", file=sys.stderr)
+                break
+            rec = json.loads(line)
+            marker = f"bench:mem:{'py' if lang == 'python' else lang}-{kind}:"
+            keys = [k for k in r.scan_iter(count=1000) if marker.encode() in k]
+            pipe = r.pipeline(transaction=False)
+            for k in keys:
+                pipe.memory_usage(k, samples=0)
+            usage = pipe.execute()
+            n = rec["leases"]
+            rec["lang"] = lang
+            rec["keys_per_lock"] = len(keys) / n
+            rec["redis_bytes_per_lock"] = sum(u or 0 for u in usage) / n
+            rec["key_name_bytes_per_lock"] = sum(len(k) for k in keys) / n
+            rec["redis_bytes_beyond_names"] = rec["redis_bytes_per_lock"] - rec["key_name_bytes_per_lock"]
+            out.append(rec)
+            p.stdin.write("\n")
+            p.stdin.flush()
+        p.stdin.close()
+        p.wait(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    r.flushall()
+    return out
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None and x == x]
+    return statistics.median(xs) if xs else float("nan")
+
+
+def aggregate(records: list[dict]) -> dict:
+    by: dict = {}
+    for r in records:
+        by.setdefault((r["lang"], r["scenario"], r["impl"]), []).append(r)
+    agg = {}
+    for key, rs in by.items():
+        agg[key] = {
+            "rounds": len(rs),
+            "cycles": sum(r["cycles"] for r in rs),
+            "rate": med([r["rate"] for r in rs]),
+            "p50_us": med([r["p50_us"] for r in rs]),
+            "p99_us": med([r["p99_us"] for r in rs]),
+            "cpu": med([r["cpu_us_per_cycle"] for r in rs]),
+            "errors": sum(r["errors"] for r in rs),
+            "fair": med([(r["min_per_worker"] / r["max_per_worker"]) if r["max_per_worker"] else 0 for r in rs]),
+        }
+    return agg
+
+
+def fmt(x, digits=0):
+    if x is None or x != x:
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def ms(us):
+    return "–" if us is None or us != us else (f"{us / 1000:.2f}" if us < 10_000 else f"{us / 1000:.0f}")
+
+
+def ratio(x, y):
+    return "–" if not y or x != x or y != y else f"{x / y:.2f}×"
+
+
+def best_peer(agg, lang, scenario, impls):
+    peers = [(agg[(lang, scenario, i)]["rate"], i) for i in impls
+             if not i.startswith("fencelock") and not i.startswith("floor") and (lang, scenario, i) in agg]
+    return max(peers) if peers else (float("nan"), None)
+
+
+def write_results(a, agg, mem, rb, records, path, took):
+    L = []
+    w = L.append
+    rb_rate = med(rb)
+    rb_floor = rb_rate / 2
+    mode = "QUICK (smoke run: short windows, 1 round; numbers are indicative only)" if a.quick else "full"
+    w("# fencelock benchmark results\n")
+    w(f"Generated by `make bench{' QUICK=1' if a.quick else ''}` on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+      f"in {took:.0f} s; mode: {mode}.\n")
+    w(f"Machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} {platform.release()}; "
+      f"{a.versions}. Client and Redis share the machine, over loopback.\n")
+    w(f"Each measurement: {a.rounds} round(s) × {a.secs:g} s (S3: {2 * a.secs:g} s) after a warm-up on the same code path; "
+      "implementations alternate in rotated order each round; figures are the median over rounds. "
+      "Latency = one acquire+release cycle (S3: the wait from asking to getting). CPU = user+system "
+      "time of the whole client process (every thread) per cycle. TTL 10 s everywhere.\n")
+    w("## Floors\n")
+    w(f"- `redis-benchmark -c 1 -t set`: {fmt(rb_rate)} SET/s (median of {len(rb)}) → **two-round-trip floor {fmt(rb_floor)} cycles/s**.")
+    w("- Hand-written floor per language: `SET key token NX PX 10000` then `EVALSHA` compare-and-delete, on that "
+      "language's fastest plain client (redis-rs multiplexed, redis-py + hiredis, ioredis).\n")
+
+    def cycle_table(scenario, title, note):
+        w(f"## {title}\n")
+        if note:
+            w(note + "\n")
+        w("| language | implementation | cycles/s | p50 ms | p99 ms | client CPU µs/cycle | × best peer | × own floor | × redis-benchmark floor |")
+        w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for lang, sc, impls in GROUPS:
+            if sc != scenario:
+                continue
+            peer_rate, _ = best_peer(agg, lang, scenario, impls)
+            floor = agg.get((lang, scenario, FLOOR_OF[lang]), {}).get("rate", float("nan"))
+            for i in impls:
+                g = agg.get((lang, scenario, i))
+                if not g:
+                    w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | failed | | | | | | |")
+                    continue
+                mine = i.startswith("fencelock")
+                err = f" ({g['errors']} errors)" if g["errors"] else ""
+                w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]}{err} | {fmt(g['rate'])} | {ms(g['p50_us'])} | {ms(g['p99_us'])} | "
+                  f"{fmt(g['cpu'], 1)} | {ratio(g['rate'], peer_rate) if mine else ''} | "
+                  f"{ratio(g['rate'], floor) if mine else ''} | {ratio(g['rate'], rb_floor) if mine and scenario == 's1' else ''} |")
+        w("")
+
+    cycle_table("s1", "S1 — uncontended: one client, sequential acquire + release", "")
+    cycle_table("s2", "S2 — concurrent: 64 workers (threads / tasks / promises), each on its own key", "")
+
+    w("## S3 — contended: 8 workers on ONE key, ~0 ms hold\n")
+    w("| language | implementation | acquisitions/s | wait p50 ms | wait p99 ms | fairness min/max | errors | client CPU µs/acq | × best peer |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for lang, sc, impls in GROUPS:
+        if sc != "s3":
+            continue
+        peer_rate, _ = best_peer(agg, lang, "s3", impls)
+        for i in impls:
+            g = agg.get((lang, "s3", i))
+            if not g:
+                w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | failed | | | | | | |")
+                continue
+            mine = i.startswith("fencelock")
+            w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | {fmt(g['rate'])} | {ms(g['p50_us'])} | {ms(g['p99_us'])} | "
+              f"{g['fair']:.2f} | {g['errors']} | {fmt(g['cpu'], 1)} | {ratio(g['rate'], peer_rate) if mine else ''} |")
+    w("")
+
+    w("## S4 — Redlock over 5 independent nodes: one client, sequential acquire + release\n")
+    w("| language | implementation | cycles/s | p50 ms | p99 ms | client CPU µs/cycle | p50 ÷ own single-node p50 | × node-redlock |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    nr = agg.get(("node", "s4", "redlock"), {}).get("rate", float("nan"))
+    for lang, sc, impls in GROUPS:
+        if sc != "s4":
+            continue
+        for i in impls:
+            g = agg.get((lang, "s4", i))
+            if not g:
+                w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | failed | | | | | |")
+                continue
+            single = agg.get((lang, "s1", i), {}).get("p50_us", float("nan"))
+            mine = i.startswith("fencelock")
+            w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | {fmt(g['rate'])} | {ms(g['p50_us'])} | {ms(g['p99_us'])} | "
+              f"{fmt(g['cpu'], 1)} | {ratio(g['p50_us'], single)} | {ratio(g['rate'], nr) if mine else ''} |")
+    w("")
+
+    w(f"## Memory — {a.leases:,} locks held by one client\n")
+    w("Redis: `MEMORY USAGE key SAMPLES 0` summed over every key the lock library wrote for the held locks, per lock; "
+      "client: growth of the process RSS while acquiring them, per lease.\n")
+    w("| language | implementation | keys per lock | Redis bytes per lock | of which key names | Redis bytes beyond key names | client RSS bytes per lease |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in mem:
+        w(f"| {LANG_LABEL[r['lang']]} | {IMPL_LABEL[r['impl']]} | {r['keys_per_lock']:.0f} | {r['redis_bytes_per_lock']:.0f} | "
+          f"{r['key_name_bytes_per_lock']:.0f} | {r['redis_bytes_beyond_names']:.0f} | {fmt(r['rss_bytes_per_lease'])} |")
+    w("")
+
+    w("## Targets (issue 7)\n")
+    w("| target | measured | verdict |")
+    w("| --- | --- | --- |")
+    for name, measured, ok in targets(agg, mem, rb_floor):
+        w(f"| {name} | {measured} | {'met' if ok else '**missed**'} |")
+    w("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+def targets(agg, mem, rb_floor):
+    g = lambda *k: agg.get(k, {})  # noqa: E731
+    out = []
+    for lang, imp in [("rust", "fencelock"), ("python", "fencelock"), ("python-async", "fencelock-async"), ("node", "fencelock")]:
+        mine = g(lang, "s1", imp).get("rate", float("nan"))
+        floor = g(lang, "s1", FLOOR_OF[lang]).get("rate", float("nan"))
+        out.append((f"S1 {LANG_LABEL[lang]} ≥ 1.0× own floor", f"{ratio(mine, floor)} ({fmt(mine)} vs {fmt(floor)})", mine >= floor))
+        out.append((f"S1 {LANG_LABEL[lang]} ≥ 0.75× redis-benchmark floor", f"{ratio(mine, rb_floor)}", mine >= 0.75 * rb_floor))
+    pa = g("python-async", "s2", "fencelock-async").get("rate", float("nan"))
+    pp = g("python-async", "s2", "redis-py-async").get("rate", float("nan"))
+    out.append(("S2 Python asyncio ≥ 2× redis-py asyncio", ratio(pa, pp), pa >= 2 * pp))
+    na = g("node", "s2", "fencelock").get("rate", float("nan"))
+    nr = g("node", "s2", "redlock").get("rate", float("nan"))
+    out.append(("S2 Node ≥ 1.5× node-redlock", ratio(na, nr), na >= 1.5 * nr))
+    for lang, sc, impls in GROUPS:
+        if sc != "s3":
+            continue
+        m = g(lang, "s3", impls[0])
+        if not m:
+            continue
+        out.append((f"S3 {LANG_LABEL[lang]} wait p99 ≤ 10 ms", f"{ms(m['p99_us'])} ms", m["p99_us"] <= 10_000))
+        out.append((f"S3 {LANG_LABEL[lang]} fairness ≥ 0.5", f"{m['fair']:.2f}", m["fair"] >= 0.5))
+        peer, who = best_peer(agg, lang, "s3", impls)
+        if who:
+            out.append((f"S3 {LANG_LABEL[lang]} ≥ 1.5× best peer ({IMPL_LABEL[who]})", ratio(m["rate"], peer), m["rate"] >= 1.5 * peer))
+    nr4 = g("node", "s4", "redlock").get("rate", float("nan"))
+    for lang, sc, impls in GROUPS:
+        if sc != "s4":
+            continue
+        m, s = g(lang, "s4", impls[0]), g(lang, "s1", impls[0])
+        if not m or not s:
+            continue
+        out.append((f"S4 {LANG_LABEL[lang]} p50 ≤ 1.3× single-node p50", ratio(m["p50_us"], s["p50_us"]), m["p50_us"] <= 1.3 * s["p50_us"]))
+        out.append((f"S4 {LANG_LABEL[lang]} ≥ 1.5× node-redlock", ratio(m["rate"], nr4), m["rate"] >= 1.5 * nr4))
+    for r in mem:
+        if r["impl"] == "fencelock":
+            out.append((f"Memory ({LANG_LABEL[r['lang']]}) ≤ 150 B/lock beyond key names",
+                        f"{r['redis_bytes_beyond_names']:.0f} B", r["redis_bytes_beyond_names"] <= 150))
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--urls", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--rust-bin", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--versions", default="")
+    ap.add_argument("--only", default="", help="comma-separated scenarios (s1,s2,s3,s4,mem)")
+    a = ap.parse_args()
+    a.rounds, a.secs, a.leases = (1, 0.3, 1000) if a.quick else (3, 1.5, 10_000)
+    only = set(a.only.split(",")) if a.only else {"s1", "s2", "s3", "s4", "mem"}
+    port = int(re.search(r":(\d+)", a.url.split("//", 1)[1]).group(1))
+    started = time.time()
+    records: list[dict] = []
+    rb: list[float] = []
+    raw = open(a.raw, "w")
+    for rnd in range(a.rounds):
+        print(f"bench: round {rnd + 1}/{a.rounds}", file=sys.stderr)
+        if "s1" in only:
+            rb.append(redis_benchmark(port, 20_000 if a.quick else 100_000))
+            raw.write(json.dumps({"redis_benchmark_set_rps": rb[-1]}) + "\n")
+        for lang, scenario, impls in GROUPS:
+            if scenario not in only:
+                continue
+            k = rnd % len(impls)
+            order = impls[k:] + impls[:k]
+            budget = 60 + len(impls) * a.secs * 4
+            res = run_group(lang, scenario, order, a, timeout=budget)
+            for r in res:
+                raw.write(json.dumps(r) + "\n")
+                print(f"  {lang:12} {scenario} {r['impl']:22} {r['rate']:>10,.0f}/s  p50 {r['p50_us'] / 1000:.2f} ms  "
+                      f"p99 {r['p99_us'] / 1000:.2f} ms  cpu {r['cpu_us_per_cycle']} µs  err {r['errors']}", file=sys.stderr)
+            records += res
+    mem = []
+    if "mem" in only:
+        for lang, impls in MEM_GROUPS:
+            res = measure_memory(a, lang, impls)
+            for r in res:
+                raw.write(json.dumps(r) + "\n")
+                print(f"  mem {lang:8} {r['impl']:12} redis {r['redis_bytes_per_lock']:.0f} B/lock "
+                      f"(beyond names {r['redis_bytes_beyond_names']:.0f}), rss {r['rss_bytes_per_lease']:.0f} B/lease", file=sys.stderr)
+            mem += res
+    raw.close()
+    write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, time.time() - started)
+    print(f"bench: wrote {a.out} ({time.time() - started:.0f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

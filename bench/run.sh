@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `make bench` / `make bench QUICK=1`: fencelock (Rust, Python threads,
+# Python asyncio, Node) against the libraries users would pick instead, in
+# one run, on redis-servers of its own. See bench/README.md.
+#
+#   bash bench/run.sh            full run (a few minutes) -> bench/results.md
+#   QUICK=1 bash bench/run.sh    smoke run (< 2 min)      -> .build/bench/results-quick.md
+#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s4 mem)
+#   BENCH_OUT=path ...           write the table elsewhere
+#
+# Everything it installs goes OUTSIDE the source tree (gitignored .build/):
+#   .build/bench-venv   redis-py + hiredis, pottery, maturin, and fencelock
+#                       built from ./python (release)
+#   .build/bench-node   ioredis, redlock (node-redlock v5), redis-semaphore,
+#                       and fencelock = node/*.js + a release build of the addon
+# It starts 1 + 5 redis-servers on free loopback ports and stops exactly
+# those on every exit path.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+[ -d "$pyenv_root/shims" ] && export PATH="$pyenv_root/bin:$pyenv_root/shims:$PATH"
+cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
+[ -d "$cargo_bin" ] && export PATH="$cargo_bin:$PATH"
+
+QUICK=${QUICK:-}
+[ "$QUICK" = 0 ] && QUICK=
+BUILD=$ROOT/.build
+VENV=${BENCH_VENV:-$BUILD/bench-venv}
+NODE_DIR=${BENCH_NODE_DIR:-$BUILD/bench-node}
+RUN_DIR=$BUILD/bench-redis
+mkdir -p "$BUILD/bench"
+if [ -n "$QUICK" ]; then OUT=${BENCH_OUT:-$BUILD/bench/results-quick.md}; else OUT=${BENCH_OUT:-$ROOT/bench/results.md}; fi
+log() { echo "bench: $*" >&2; }
+t0=$(date +%s)
+
+for tool in redis-server redis-benchmark redis-cli node npm cargo python3; do
+  command -v "$tool" >/dev/null || { log "$tool is not installed (make setup)"; exit 1; }
+done
+
+# ---------------------------------------------------------------- builds
+# One package per cargo call: building them together would unify their
+# dependencies' features and invalidate the artifacts ci/test-node.sh and
+# ci/test-python.sh already built (and theirs ours).
+log "cargo build --release -p fencelock-bench; -p fencelock-node"
+cargo build --release --quiet -p fencelock-bench
+cargo build --release --quiet -p fencelock-node
+
+# Python: the peers (pinned majors) and fencelock from ./python, release.
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  python3 -m venv "$VENV"
+fi
+py=$VENV/bin/python
+if ! "$py" -c 'import redis, hiredis, pottery, maturin' 2>/dev/null; then
+  log "installing Python peers into $VENV"
+  "$py" -m pip install --quiet --disable-pip-version-check \
+    'redis[hiredis]==8.*' 'pottery==3.*' 'maturin==1.16.*'
+fi
+# No build isolation: maturin comes from the venv, cargo's incremental release
+# build in the shared target dir makes this cheap when nothing changed.
+log "pip install ./python (release build of the PyO3 module)"
+PATH="$VENV/bin:$PATH" "$py" -m pip install --quiet --disable-pip-version-check \
+  --no-deps --no-build-isolation --force-reinstall "$ROOT/python"
+
+# Node: the peers (pinned majors), and the fencelock package with a release
+# addon (node/ itself may hold a developer's debug build; we never touch it).
+mkdir -p "$NODE_DIR"
+cmp -s "$ROOT/bench/node/package.json" "$NODE_DIR/package.json" || cp "$ROOT/bench/node/package.json" "$NODE_DIR/package.json"
+if [ ! -f "$NODE_DIR/.installed" ] || [ "$ROOT/bench/node/package.json" -nt "$NODE_DIR/.installed" ]; then
+  log "installing Node peers into $NODE_DIR"
+  (cd "$NODE_DIR" && npm install --no-audit --no-fund --silent)
+  touch "$NODE_DIR/.installed"
+fi
+pkg=$NODE_DIR/fencelock
+mkdir -p "$pkg"
+cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/package.json "$pkg/"
+cp "$ROOT/target/release/libfencelock_node.so" "$pkg/fencelock.linux-x64-gnu.node"
+export BENCH_FENCELOCK_NODE=$pkg BENCH_NODE_MODULES=$NODE_DIR/node_modules
+
+# ------------------------------------------------------------ redis-servers
+# ci/redis.sh starts exactly 1 + 5 servers under its run dir and stops
+# exactly those; our own run dir keeps them apart from the test harness's.
+export FENCELOCK_REDIS_RUN_DIR=$RUN_DIR
+trap 'bash "$ROOT/ci/redis.sh" stop >/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+bash "$ROOT/ci/redis.sh" stop >/dev/null 2>&1 || true
+bash "$ROOT/ci/redis.sh" start >/dev/null
+# shellcheck disable=SC1091
+. "$RUN_DIR/env"
+
+versions=$(
+  "$py" - <<'EOF'
+import importlib.metadata as m
+print(", ".join(f"{p} {m.version(p)}" for p in ("redis", "hiredis", "pottery")), end="")
+EOF
+)
+versions="$(redis-server --version | sed -E 's/.*v=([0-9.]+).*/redis-server \1/'); $(rustc --version | cut -d' ' -f1-2); Python $("$py" -c 'import platform; print(platform.python_version())') with $versions; Node $(node --version) with $(cd "$NODE_DIR" && node -e 'for (const p of ["ioredis","redlock","redis-semaphore"]) process.stdout.write(`${p} ${JSON.parse(require("fs").readFileSync("node_modules/" + p + "/package.json")).version}, `)' | sed 's/, $//')"
+
+log "setup took $(( $(date +%s) - t0 ))s; running${QUICK:+ (QUICK)}"
+"$py" "$ROOT/bench/bench.py" \
+  --url "$FENCELOCK_TEST_REDIS_URL" --urls "$FENCELOCK_TEST_REDLOCK_URLS" \
+  --rust-bin "$ROOT/target/release/fencelock-bench" \
+  --out "$OUT" --raw "$BUILD/bench/raw${QUICK:+-quick}.jsonl" \
+  --versions "$versions" ${QUICK:+--quick} ${BENCH_ONLY:+--only "$BENCH_ONLY"}
+log "total $(( $(date +%s) - t0 ))s; table: $OUT"
