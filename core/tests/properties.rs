@@ -112,12 +112,13 @@ prop_compose! {
         extends in any::<bool>(),
         cancels in any::<bool>(),
         noise in any::<bool>(),
+        partitions in any::<bool>(),
     ) -> Scenario {
         let minority = if nodes == 1 { 1 } else { (nodes - 1) / 2 };
         Scenario {
             seed, nodes, clients, leases_per_client, ttl_ms, max_wait_ms, max_drift_ppm,
             pauses, crashes: crashes.min(minority), lossy, divergent_counters, auto_renew,
-            extends, cancels, noise,
+            extends, cancels, noise, partitions,
         }
     }
 }
@@ -235,6 +236,7 @@ impl CancelCase {
             extends: false,
             cancels: false,
             noise: false,
+            partitions: false,
         };
         let mut sim = s.build();
         if let Some(hold) = self.holder_for_ms {

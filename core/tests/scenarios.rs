@@ -227,6 +227,35 @@ fn validity_ends_before_the_key_expires_at_the_drift_bound() {
     );
 }
 
+/// extend(ttl) with a SHORTER ttl whose reply is lost: the PEXPIRE did run,
+/// so the key now expires early. The holder must not keep believing in its
+/// old, longer validity (found by `mutual_exclusion`, Redlock, partial extend).
+#[test]
+fn a_lost_shortening_extend_shortens_the_holders_validity() {
+    let mut sim = Sim::new(19, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let d = sim.add_client(Clock::PERFECT);
+    let a = sim.add_lease(c, LeaseOpts::new(1_000, Wait::Forever));
+    let b = sim.add_lease(d, LeaseOpts::new(1_000, Wait::Forever));
+    sim.at(0, a, AppAction::Acquire);
+    sim.run_until(100 * MS);
+    sim.net.drop_reply = 1.0; // the extend runs, its reply is lost
+    let short = fencelock_core::Ttl::from_millis(100).unwrap();
+    sim.at(100 * MS, a, AppAction::Extend(Some(short)));
+    sim.run_until(102 * MS);
+    sim.net.drop_reply = 0.0;
+    let (_, remaining) = sim.holder(0).unwrap();
+    assert!(remaining.unwrap() <= 100 * MS, "the node shortened the key");
+    sim.at(150 * MS, b, AppAction::Acquire);
+    sim.run_until(600 * MS);
+    assert!(
+        sim.leases[b].acquired.is_some(),
+        "B took the key when it expired"
+    );
+    sim.check_mutual_exclusion()
+        .unwrap_or_else(|e| panic!("{e}\n{}", sim.describe()));
+}
+
 #[test]
 fn auto_renew_keeps_the_lease_for_many_ttls() {
     let mut sim = Sim::new(6, 1, Net::calm());

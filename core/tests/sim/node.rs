@@ -14,6 +14,8 @@ use super::{Micros, MS};
 pub struct Node {
     data: BTreeMap<Vec<u8>, (Vec<u8>, Option<Micros>)>,
     pub up: bool,
+    /// Down (crashed or unreachable) until at least this instant.
+    pub down_until: Micros,
     /// The server's clock rate (ppm of real time): PX/PEXPIRE/PTTL count in
     /// its time, so a fast server clock expires keys early.
     pub rate_ppm: u64,
@@ -26,6 +28,7 @@ impl Default for Node {
         Node {
             data: BTreeMap::new(),
             up: true,
+            down_until: 0,
             rate_ppm: 1_000_000,
             executed: Vec::new(),
         }

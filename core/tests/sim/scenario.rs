@@ -32,6 +32,8 @@ pub struct Scenario {
     pub cancels: bool,
     /// Spurious wake-ups of waiters at random instants.
     pub noise: bool,
+    /// Nodes become unreachable (data kept) at random, any number at once.
+    pub partitions: bool,
 }
 
 impl Scenario {
@@ -102,6 +104,12 @@ impl Scenario {
                 opts.plan.hold = Some(rng.range(0, 2 * ttl));
                 if self.extends && rng.chance(0.5) {
                     opts.plan.extend_after = Some(rng.range(0, ttl));
+                    if rng.chance(0.5) {
+                        // A shorter ttl (never longer: the delayed restart
+                        // covers the scenario's ttl).
+                        let ms = rng.range(self.ttl_ms / 2, self.ttl_ms).max(1);
+                        opts.plan.extend_ttl = Some(fencelock_core::Ttl::from_millis(ms).unwrap());
+                    }
                 }
                 let l = sim.add_lease(c, opts);
                 match prev {
@@ -127,6 +135,14 @@ impl Scenario {
             // Delayed restart: down for at least the longest TTL any key has.
             let down = ttl + rng.range(MS, ttl);
             sim.crash_at(at, node, down);
+        }
+        if self.partitions {
+            for node in 0..self.nodes {
+                for _ in 0..rng.range(0, 2) {
+                    let at = rng.range(0, horizon);
+                    sim.partition_at(at, node, rng.range(MS, 2 * ttl));
+                }
+            }
         }
         if self.noise {
             sim.noise(rng.range(ttl / 50, ttl / 10).max(200), 2 * horizon);

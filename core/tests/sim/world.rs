@@ -66,6 +66,8 @@ pub struct Plan {
     pub hold: Option<Micros>,
     /// Call `extend(None)` this long after `Acquired` (before the release).
     pub extend_after: Option<Micros>,
+    /// ... with this ttl (`None`: the lease's own).
+    pub extend_ttl: Option<Ttl>,
     /// Lease of the same client to start when this one is `Done`, and after
     /// how long.
     pub then: Option<(usize, Micros)>,
@@ -603,15 +605,20 @@ impl Sim {
                     "unreachable"
                 };
                 self.log(|| format!("n{node} {what} for {}ms", down_for / MS));
-                self.nodes[node].up = false;
+                let n = &mut self.nodes[node];
+                n.up = false;
+                n.down_until = n.down_until.max(self.now + down_for);
                 if wipe {
-                    self.nodes[node].wipe();
+                    n.wipe();
                 }
                 self.schedule(self.now + down_for, Ev::Restart { node });
             }
             Ev::Restart { node } => {
-                self.log(|| format!("n{node} restarted"));
-                self.nodes[node].up = true;
+                // Overlapping outages: back only when the longest one ends.
+                if self.now >= self.nodes[node].down_until {
+                    self.log(|| format!("n{node} back"));
+                    self.nodes[node].up = true;
+                }
             }
             Ev::Noise { every, until } => {
                 let subscribed: Vec<usize> = (0..self.leases.len())
@@ -784,7 +791,8 @@ impl Sim {
                     l.acquired = Some((self.now, fence));
                     let (hold, extend) = (l.plan.hold, l.plan.extend_after);
                     if let Some(e) = extend {
-                        self.at(self.now + e, lease, AppAction::Extend(None));
+                        let ttl = l.plan.extend_ttl;
+                        self.at(self.now + e, lease, AppAction::Extend(ttl));
                     }
                     if let Some(h) = hold {
                         self.at(self.now + h, lease, AppAction::Release);
