@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fencelock_core::Wait;
+use fencelock_core::{Ttl, Wait};
 
 use super::{AppAction, Clock, LeaseOpts, Net, Rng, Sim, MS};
 
@@ -105,10 +105,10 @@ impl Scenario {
                 if self.extends && rng.chance(0.5) {
                     opts.plan.extend_after = Some(rng.range(0, ttl));
                     if rng.chance(0.5) {
-                        // A shorter ttl (never longer: the delayed restart
-                        // covers the scenario's ttl).
-                        let ms = rng.range(self.ttl_ms / 2, self.ttl_ms).max(1);
-                        opts.plan.extend_ttl = Some(fencelock_core::Ttl::from_millis(ms).unwrap());
+                        // Shorter or longer than the lease's own (at most
+                        // 1.5x: the delayed restart below covers that).
+                        let ms = rng.range(self.ttl_ms / 2, self.ttl_ms * 3 / 2).max(1);
+                        opts.plan.extend_ttl = Some(Ttl::from_millis(ms).unwrap());
                     }
                 }
                 let l = sim.add_lease(c, opts);
@@ -133,7 +133,7 @@ impl Scenario {
         for node in 0..crashable {
             let at = rng.range(0, horizon);
             // Delayed restart: down for at least the longest TTL any key has.
-            let down = ttl + rng.range(MS, ttl);
+            let down = ttl * 3 / 2 + rng.range(MS, ttl);
             sim.crash_at(at, node, down);
         }
         if self.partitions {
