@@ -222,47 +222,77 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
     }
 }
 
-/// Brings the server's subscriptions in line with the table, one channel at
-/// a time and in order, so an UNSUBSCRIBE can never overtake a SUBSCRIBE of
-/// the same channel. Ends when the client is dropped or closed.
+/// Brings the server's subscriptions in line with the table, in order, so an
+/// UNSUBSCRIBE can never overtake a SUBSCRIBE of the same channel. Requests
+/// that queued up meanwhile go out together (one SUBSCRIBE for many
+/// channels), so a burst of waiters on many names costs a few round trips,
+/// not one each. Ends when the client is dropped or closed.
 async fn reconciler(
     mut conn: ConnectionManager,
     table: Arc<Mutex<Table>>,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
     label: String,
 ) {
+    const BATCH: usize = 512;
     let mut active: HashSet<Vec<u8>> = HashSet::new();
-    while let Some(channel) = rx.recv().await {
-        let wanted = table
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .channels
-            .contains_key(&channel);
-        match (wanted, active.contains(&channel)) {
-            (true, false) => {
-                let result = conn.subscribe(&channel).await;
-                if let Err(e) = &result {
-                    tracing::warn!(node = %label, error = %e.category(), "SUBSCRIBE failed; waiters fall back to timed retries");
-                } else {
-                    active.insert(channel.clone());
+    while let Some(first) = rx.recv().await {
+        let mut batch = HashSet::from([first]);
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(more) => {
+                    batch.insert(more);
                 }
-                let still_wanted = settle(&table, &channel, result.is_ok());
-                if result.is_ok() && !still_wanted {
-                    // Everyone left while we subscribed: undo it.
-                    if conn.unsubscribe(&channel).await.is_ok() {
-                        active.remove(&channel);
-                    }
+                Err(_) => break,
+            }
+        }
+        let (mut subscribe, mut unsubscribe, mut settled) = (Vec::new(), Vec::new(), Vec::new());
+        {
+            let table = table.lock().unwrap_or_else(|e| e.into_inner());
+            for channel in batch {
+                match (
+                    table.channels.contains_key(&channel),
+                    active.contains(&channel),
+                ) {
+                    (true, false) => subscribe.push(channel),
+                    (false, true) => unsubscribe.push(channel),
+                    // Re-registered after a queued unsubscribe was skipped.
+                    (true, true) => settled.push(channel),
+                    (false, false) => {}
                 }
             }
-            (false, true) => {
-                let _ = conn.unsubscribe(&channel).await;
-                active.remove(&channel);
+        }
+        for channel in &settled {
+            settle(&table, channel, true);
+        }
+        if !unsubscribe.is_empty() {
+            let _ = conn.unsubscribe(&unsubscribe).await;
+            for channel in &unsubscribe {
+                active.remove(channel);
             }
-            (true, true) => {
-                // Re-registered after a queued unsubscribe was skipped.
-                settle(&table, &channel, true);
+        }
+        if subscribe.is_empty() {
+            continue;
+        }
+        let result = conn.subscribe(&subscribe).await;
+        let ok = match result {
+            Ok(()) => {
+                active.extend(subscribe.iter().cloned());
+                true
             }
-            (false, false) => {}
+            Err(e) => {
+                tracing::warn!(node = %label, error = %e.category(), "SUBSCRIBE failed; waiters fall back to timed retries");
+                false
+            }
+        };
+        let undo: Vec<Vec<u8>> = subscribe
+            .into_iter()
+            .filter(|channel| !settle(&table, channel, ok) && ok)
+            .collect();
+        // Everyone left while we subscribed: undo it.
+        if !undo.is_empty() && conn.unsubscribe(&undo).await.is_ok() {
+            for channel in &undo {
+                active.remove(channel);
+            }
         }
     }
 }

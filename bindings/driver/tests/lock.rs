@@ -262,7 +262,10 @@ async fn a_release_hands_over_to_a_waiter_within_milliseconds() {
         held.release().await.unwrap();
         let (acquired, lease) = waiter.await.unwrap();
         let gap = acquired.saturating_duration_since(released);
-        assert!(gap < ms(100), "round {round}: handoff took {gap:?}");
+        assert!(
+            gap < ms(250),
+            "round {round}: handoff took {gap:?} (the timer fallback would take 1 s)"
+        );
         lease.release().await.unwrap();
         eventually(secs(5), "the waiter unsubscribed", || {
             numsub(&url, &channel) == 0
@@ -283,7 +286,7 @@ async fn a_release_hands_over_to_a_waiter_within_milliseconds() {
     let released = Instant::now();
     held.release().await.unwrap();
     let (acquired, lease) = waiter.await.unwrap();
-    assert!(acquired.saturating_duration_since(released) < ms(100));
+    assert!(acquired.saturating_duration_since(released) < ms(250));
     lease.release().await.unwrap();
 }
 
@@ -780,9 +783,19 @@ async fn a_lock_won_after_its_acquire_future_was_dropped_is_released() {
     let client = Client::connect(url.as_str()).await.unwrap();
     let k = keys(&name);
     let options = LockOptions::new(secs(60));
-    for _ in 0..10 {
+    let mut rounds = 0;
+    for _ in 0..100 {
+        if rounds == 10 {
+            break;
+        }
         let mut acquire = Box::pin(client.acquire(&name, &options));
-        assert!(poll_once(acquire.as_mut()).await.is_pending());
+        if let std::task::Poll::Ready(lease) = poll_once(acquire.as_mut()).await {
+            // The machine preempted us long enough for the whole acquire to
+            // finish: not the case under test.
+            lease.unwrap().release().await.unwrap();
+            continue;
+        }
+        rounds += 1;
         // Let the lease task win and hand the lease over (into the channel
         // the dropped future would have read it from).
         eventually(secs(5), "the lock was won", || exists(&url, &k.lock)).await;
@@ -794,4 +807,5 @@ async fn a_lock_won_after_its_acquire_future_was_dropped_is_released() {
         })
         .await;
     }
+    assert_eq!(rounds, 10);
 }
