@@ -1,5 +1,6 @@
-# Entry points; the logic lives in ci/*.sh (see README, "Testing").
-.PHONY: test setup test-rust wasm lint fmt redis-start redis-stop
+# Entry points; the logic lives in the scripts (see README, "Testing").
+.PHONY: test setup test-rust test-python test-node test-interop wasm lint fmt \
+        demo safety bench redis-start redis-stop
 
 test:           ## everything: setup, redis-servers, all suites, stop
 	bash ci/test.sh
@@ -7,8 +8,15 @@ test:           ## everything: setup, redis-servers, all suites, stop
 setup:          ## install missing system packages (apt)
 	bash ci/setup.sh
 
-test-rust:      ## cargo test (core + driver); private redis-servers unless env set
+# One suite alone (private redis-servers unless FENCELOCK_TEST_* are set).
+test-rust:      ## cargo test (default members: core, driver, conformance)
 	bash ci/test-rust.sh
+test-python:
+	bash ci/test-python.sh
+test-node:
+	bash ci/test-node.sh
+test-interop:   ## vectors, interop agents, MONITOR sameness
+	bash ci/test-interop.sh
 
 wasm:           ## core -> wasm32 with Debian's toolchain + dependency check
 	bash ci/test-wasm.sh
@@ -18,6 +26,15 @@ lint:           ## cargo fmt --check + clippy -D warnings (core + driver)
 
 fmt:            ## format core + driver in place
 	cargo fmt -p fencelock-core -p fencelock
+
+demo:           ## Python + Node workers on shared locks (REDIS_URL optional)
+	bash demo/run.sh
+
+safety:         ## fuzz + every fault scenario, writes docs/safety.md (< 10 min)
+	bash tests/safety/run.sh
+
+bench:          ## vs peer libraries -> bench/results.md; QUICK=1 for a smoke run
+	bash bench/run.sh
 
 redis-start:    ## start single + 5 redis-servers; env in .build/redis/env
 	bash ci/redis.sh start

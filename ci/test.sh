@@ -44,11 +44,13 @@ suite() {  # suite NAME COMMAND...: run it, record status and duration
     failed=1
   fi
 }
-optional_suite() {  # run ci/test-NAME.sh if it exists (written by its owner)
-  if [ -f "ci/test-$1.sh" ]; then
-    suite "$1" bash "ci/test-$1.sh"
+optional_suite() {  # optional_suite NAME SCRIPT [ARGS]: run it if its owner wrote it
+  local name=$1 script=$2
+  shift 2
+  if [ -f "$script" ]; then
+    suite "$name" bash "$script" "$@"
   else
-    summary+=("$(printf '%-8s absent (ci/test-%s.sh not written yet)' "$1" "$1")")
+    summary+=("$(printf '%-8s absent (%s not written yet)' "$name" "$script")")
   fi
 }
 
@@ -60,8 +62,15 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 
 suite rust bash ci/test-rust.sh
 suite wasm bash ci/test-wasm.sh
-CARGO_BUILD_TARGET=$host optional_suite python
-optional_suite node
+CARGO_BUILD_TARGET=$host optional_suite python ci/test-python.sh
+optional_suite node ci/test-node.sh
+# Cross-language: vectors, interop agents, MONITOR sameness, the demo.
+optional_suite interop ci/test-interop.sh
+# The 1-2 minute subset of `make safety` (own servers, no fuzzing).
+optional_suite safety tests/safety/run.sh --quick
+# `make bench QUICK=1`, once, to keep the benchmark harness working; the
+# numbers are not asserted here.
+QUICK=1 optional_suite bench bench/run.sh
 suite lint bash ci/lint.sh
 
 echo; echo "===== summary"
