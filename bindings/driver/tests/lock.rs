@@ -262,6 +262,7 @@ async fn a_release_hands_over_to_a_waiter_within_milliseconds() {
         held.release().await.unwrap();
         let (acquired, lease) = waiter.await.unwrap();
         let gap = acquired.saturating_duration_since(released);
+        eprintln!("handoff round {round}: {gap:?}");
         assert!(
             gap < ms(250),
             "round {round}: handoff took {gap:?} (the timer fallback would take 1 s)"
