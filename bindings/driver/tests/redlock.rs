@@ -196,3 +196,28 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
     let refused = Client::connect_with(urls.clone(), fast()).await;
     assert!(matches!(refused, Err(Error::Redis { .. })), "{refused:?}");
 }
+
+#[tokio::test]
+async fn redlock_extend_needs_a_majority() {
+    let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let client = Client::connect_with(urls.clone(), fast()).await.unwrap();
+    let name = unique("extend-majority");
+    let lease = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    servers[0].stop();
+    servers[1].stop();
+    lease.extend(None).await.unwrap();
+    servers[2].stop();
+    let r = lease.extend(Some(Duration::from_secs(20))).await;
+    // Too few nodes answered: an error, and the lease does not count on the
+    // longer TTL (the live nodes may have applied it; that only delays
+    // expiry).
+    assert!(
+        matches!(r, Err(Error::Redis { .. } | Error::LockLost { .. })),
+        "{r:?}"
+    );
+    assert!(lease.valid_for() <= Duration::from_secs(10));
+}
