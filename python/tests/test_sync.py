@@ -442,3 +442,37 @@ def test_on_lost_callback_errors_go_to_unraisablehook(client: fencelock.Client, 
     assert seen.wait(5)
     assert lease.lost
     assert isinstance(caught[0], RuntimeError)
+
+
+def test_waiter_of_another_client_does_not_starve(redis_url: str, name: str) -> None:
+    """Client A's threads take the lock back to back; a waiter on client B
+    must still get it (release notifications wake it, and A's own waiters
+    queue locally behind one remote attempt)."""
+    a = fencelock.Client(redis_url)
+    b = fencelock.Client(redis_url)
+    stop = threading.Event()
+    rounds = [0]
+
+    def hammer() -> None:
+        while not stop.is_set():
+            with a.lock(name, ttl=5.0, wait=10.0):
+                rounds[0] += 1
+                time.sleep(0.001)
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: rounds[0] > 20, what="client A to get going")
+        for _ in range(3):
+            t0 = time.monotonic()
+            lease = b.acquire(name, ttl=5.0, wait=5.0)
+            took = time.monotonic() - t0
+            lease.release()
+            assert took < 5.0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+    a.close()
+    b.close()
