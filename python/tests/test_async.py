@@ -160,9 +160,9 @@ def test_auto_renew_and_loss_from_outside(redis_url: str, r: Redis, name: str) -
             seen.append(lease)
             lost.set()
 
-        lease = await aclient.acquire(name, ttl=0.3, auto_renew=True, on_lost=on_lost)
+        lease = await aclient.acquire(name, ttl=0.5, auto_renew=True, on_lost=on_lost)
         lock_key = lock_keys(name)[0]
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 2.0  # four TTLs
         while time.monotonic() < deadline:
             assert r.get(lock_key) == lease.token.encode() and not lease.lost
             await asyncio.sleep(0.05)

@@ -220,9 +220,9 @@ def test_handoff_to_blocked_waiter_is_prompt_across_clients(redis_url: str, r: R
 
 
 def test_auto_renew_keeps_the_lease_past_several_ttls(client: fencelock.Client, r: Redis, name: str) -> None:
-    lease = client.acquire(name, ttl=0.3, auto_renew=True)
+    lease = client.acquire(name, ttl=0.5, auto_renew=True)
     lock_key = lock_keys(name)[0]
-    deadline = time.monotonic() + 1.5  # five TTLs
+    deadline = time.monotonic() + 2.0  # four TTLs (renewed every ttl/3)
     while time.monotonic() < deadline:
         assert r.get(lock_key) == lease.token.encode()
         assert not lease.lost
