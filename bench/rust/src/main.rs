@@ -90,7 +90,7 @@ fn rss_bytes() -> u64 {
 /// One implementation, behind the operations the scenarios need.
 enum Impl {
     Fencelock(Client),
-    Floor(redis::aio::MultiplexedConnection, String),
+    Floor(Vec<(redis::aio::MultiplexedConnection, String)>),
 }
 
 enum Held {
@@ -103,14 +103,18 @@ impl Impl {
         match kind {
             "fencelock" => Ok(Impl::Fencelock(Client::connect(urls).await?)),
             "floor" => {
-                let client = redis::Client::open(urls[0].as_str())?;
-                let mut conn = client.get_multiplexed_async_connection().await?;
-                let sha: String = redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(RELEASE_LUA)
-                    .query_async(&mut conn)
-                    .await?;
-                Ok(Impl::Floor(conn, sha))
+                let mut nodes = Vec::new();
+                for url in &urls {
+                    let client = redis::Client::open(url.as_str())?;
+                    let mut conn = client.get_multiplexed_async_connection().await?;
+                    let sha: String = redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(RELEASE_LUA)
+                        .query_async(&mut conn)
+                        .await?;
+                    nodes.push((conn, sha));
+                }
+                Ok(Impl::Floor(nodes))
             }
             other => Err(format!("unknown implementation {other}").into()),
         }
@@ -123,18 +127,32 @@ impl Impl {
                 let options = LockOptions::new(Duration::from_secs(10));
                 Ok(Held::Lease(client.acquire(name, &options).await?))
             }
-            Impl::Floor(conn, _) => {
+            Impl::Floor(nodes) => {
+                // With several nodes: SET NX PX on all in parallel, a majority
+                // wins (the least a Redlock can do; no fencing, no validity
+                // maths, no undo on failure: a floor, not a lock).
                 let token = uuid::Uuid::new_v4().hyphenated().to_string();
                 loop {
-                    let ok: Option<String> = redis::cmd("SET")
-                        .arg(name)
-                        .arg(&token)
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(10_000)
-                        .query_async(&mut conn.clone())
-                        .await?;
-                    if ok.is_some() {
+                    let sets = nodes.iter().map(|(conn, _)| {
+                        let mut conn = conn.clone();
+                        let token = &token;
+                        async move {
+                            redis::cmd("SET")
+                                .arg(name)
+                                .arg(token)
+                                .arg("NX")
+                                .arg("PX")
+                                .arg(10_000)
+                                .query_async::<Option<String>>(&mut conn)
+                                .await
+                        }
+                    });
+                    let won = futures_util::future::join_all(sets)
+                        .await
+                        .into_iter()
+                        .filter(|r| matches!(r, Ok(Some(_))))
+                        .count();
+                    if won > nodes.len() / 2 {
                         return Ok(Held::Raw(name.to_owned(), token));
                     }
                     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -146,14 +164,23 @@ impl Impl {
     async fn release(&self, held: Held) -> Result<(), BoxError> {
         match (self, held) {
             (Impl::Fencelock(_), Held::Lease(lease)) => Ok(lease.release().await?),
-            (Impl::Floor(conn, sha), Held::Raw(name, token)) => {
-                let _: i64 = redis::cmd("EVALSHA")
-                    .arg(sha)
-                    .arg(1)
-                    .arg(name)
-                    .arg(token)
-                    .query_async(&mut conn.clone())
-                    .await?;
+            (Impl::Floor(nodes), Held::Raw(name, token)) => {
+                let dels = nodes.iter().map(|(conn, sha)| {
+                    let mut conn = conn.clone();
+                    let (name, token) = (&name, &token);
+                    async move {
+                        redis::cmd("EVALSHA")
+                            .arg(sha)
+                            .arg(1)
+                            .arg(name)
+                            .arg(token)
+                            .query_async::<i64>(&mut conn)
+                            .await
+                    }
+                });
+                for r in futures_util::future::join_all(dels).await {
+                    r?;
+                }
                 Ok(())
             }
             _ => unreachable!("a lease of another implementation"),
@@ -333,8 +360,19 @@ async fn run_mem(args: &Args, kind: &str) -> Result<(), BoxError> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Result<(), BoxError> {
+fn main() -> Result<(), BoxError> {
+    // BENCH_RT=current: a current-thread runtime (no cross-thread wake-ups),
+    // to tell scheduling costs from the driver's own.
+    let runtime = match std::env::var("BENCH_RT").as_deref() {
+        Ok("current") => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build()?;
+    runtime.block_on(run_all())
+}
+
+async fn run_all() -> Result<(), BoxError> {
     let args = parse_args();
     for kind in &args.impls {
         if args.scenario == "mem" {
