@@ -166,6 +166,13 @@ impl Lock {
                 self.config.name
             )));
         }
+        if self.config.nodes > 1 && self.config.ttl.drift() >= self.config.ttl.as_duration() {
+            return Err(Error::invalid(format!(
+                "ttl {} ms leaves no validity after the Redlock drift allowance ({} ms)",
+                self.config.ttl.as_millis(),
+                self.config.ttl.drift().as_millis()
+            )));
+        }
         self.state = State::Acquiring;
         self.acquire_started = Some(now);
         self.start_attempt(now);
@@ -573,6 +580,14 @@ impl Lock {
     // ---- holding -----------------------------------------------------------
 
     fn send_extend(&mut self, now: Instant, callers: usize) {
+        // The PEXPIRE may run whatever the reply says, so from the send on a
+        // shorter ttl shortens what the holder may rely on; success then
+        // sets the new window.
+        let window = self
+            .current_ttl
+            .as_duration()
+            .saturating_sub(self.current_ttl.drift());
+        self.valid_until = self.valid_until.map(|v| v.min(now + window));
         self.extend = Some(self.fan_out(
             now,
             RoundKind::Extend { callers },
@@ -814,13 +829,17 @@ impl Outcome {
             (RoundKind::Attempt, Reply::Array(items)) => match items.as_slice() {
                 [Reply::Int(1), Reply::Int(fence)] if *fence > 0 => Outcome::Yes(*fence as u64),
                 [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
-                _ => Outcome::Failed("unexpected reply to the acquire script".to_owned()),
+                // A reply we cannot read may still mean the script ran.
+                _ => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
             },
             (RoundKind::WriteBack { .. }, Reply::Int(counter)) if counter >= 0 => {
                 Outcome::Yes(counter as u64)
             }
             (RoundKind::Extend { .. } | RoundKind::Release, Reply::Int(1)) => Outcome::Yes(1),
             (RoundKind::Extend { .. } | RoundKind::Release, Reply::Int(0)) => Outcome::No(0),
+            (RoundKind::Attempt, _) => {
+                Outcome::Unknown("unexpected reply to the acquire script".to_owned())
+            }
             _ => Outcome::Failed("unexpected reply from Redis".to_owned()),
         }
     }
