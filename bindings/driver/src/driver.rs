@@ -393,6 +393,8 @@ impl Actor<'_> {
                 }
             }
             Event::Extended { .. } => {
+                // The caller reads valid_for right after extend returns.
+                self.shared.publish(lock);
                 if let Some(Pending::Extend(tx)) = self.pending.take() {
                     let _ = tx.send(Ok(()));
                 }
