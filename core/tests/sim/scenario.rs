@@ -23,8 +23,11 @@ pub struct Scenario {
     /// allows 1% + 2 ms in all, so up to 5,000 ppm on each side).
     pub max_drift_ppm: u64,
     pub pauses: bool,
-    /// How many distinct nodes crash once each (lose data, delayed restart).
+    /// How many distinct nodes crash once each (delayed restart).
     pub crashes: usize,
+    /// Crashed nodes come back with their data (persistence, e.g.
+    /// `appendfsync always`) instead of empty.
+    pub crashes_keep_data: bool,
     pub lossy: bool,
     pub divergent_counters: bool,
     pub auto_renew: bool,
@@ -134,7 +137,11 @@ impl Scenario {
             let at = rng.range(0, horizon);
             // Delayed restart: down for at least the longest TTL any key has.
             let down = ttl * 3 / 2 + rng.range(MS, ttl);
-            sim.crash_at(at, node, down);
+            if self.crashes_keep_data {
+                sim.partition_at(at, node, down);
+            } else {
+                sim.crash_at(at, node, down);
+            }
         }
         if self.partitions {
             for node in 0..self.nodes {
