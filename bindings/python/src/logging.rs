@@ -134,8 +134,8 @@ impl Subscriber for PythonLogging {
         event.record(&mut text);
         let line = format!("{}{}", text.message, text.fields);
         let target = metadata.target();
-        // `try_attach`: never block a tokio thread on a finalizing interpreter.
-        let _ = Python::try_attach(|py| -> PyResult<()> {
+        // Never attach to a finalizing interpreter (see runtime::with_python).
+        let _ = crate::runtime::with_python(|py| -> PyResult<()> {
             let logger = logger(py)?;
             if logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
                 let extra = pyo3::types::PyDict::new(py);
