@@ -462,14 +462,14 @@ impl Ctx<'_> {
             let Ok(data) = std::fs::read(entry.path()) else {
                 continue;
             };
-            for t in &self.tokens {
-                if !t.is_empty() && data.windows(t.len()).any(|w| w == t.as_slice()) {
-                    leaks.push(format!(
-                        "a token appears in {}",
-                        entry.file_name().to_string_lossy()
-                    ));
-                    break;
-                }
+            // One pass per distinct token length (all UUIDs: one pass).
+            let lengths: HashSet<usize> = self.tokens.iter().map(Vec::len).collect();
+            let found = lengths
+                .iter()
+                .filter(|&&n| n > 0)
+                .any(|&n| data.windows(n).any(|w| self.tokens.contains(w)));
+            if found {
+                leaks.push(format!("a token appears in {name}"));
             }
         }
         leaks
