@@ -207,3 +207,29 @@ def test_password_never_logged(redis_server: Callable[..., Server], caplog: pyte
     text = "\n".join(rec.getMessage() for rec in caplog.records)
     assert "connected" in text
     assert "top-secret" not in text and "wrong-secret" not in text
+
+
+EXIT_SCRIPT = """
+import asyncio, sys, fencelock
+url = sys.argv[1]
+async def main():
+    ac = fencelock.AsyncClient(url)
+    async with ac.lock("exit-test", ttl=5.0, auto_renew=True) as lease:
+        lease.on_lost(print)
+    lease = await ac.acquire("exit-test", ttl=5.0)
+    await lease.release()
+    await ac.close()
+asyncio.run(main())
+with fencelock.Client(url) as c:
+    held = c.acquire("exit-test:held", ttl=0.5, auto_renew=True)  # still held at exit
+"""
+
+
+def test_interpreter_exit_is_clean_right_after_async_work(redis_url: str) -> None:
+    """Runtime threads still delivering results while Python finalizes must
+    not crash the process (they used to be killed while holding the GIL)."""
+    import subprocess
+    for _ in range(15):
+        done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, redis_url], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
