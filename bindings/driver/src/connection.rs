@@ -61,7 +61,23 @@ impl Node {
     ) -> Result<Connected, Error> {
         let label: Arc<str> = url.redacted.as_str().into();
         let password: Option<Arc<str>> = url.password.as_deref().map(Into::into);
-        let client = redis::Client::open(url.info.clone()).map_err(|e| {
+        // RESP3 unless the URL says otherwise: on RESP3 redis-rs's connection
+        // reports its own death (EOF, reset) to the ConnectionManager, which
+        // reconnects at once, so a command sent after a CLIENT KILL (or a
+        // server timeout) goes to a fresh connection instead of failing on the
+        // dead one. On RESP2 the manager only learns of it from the next
+        // command's failure. (The pub/sub side needs RESP3 anyway.)
+        let info = if url.protocol_given {
+            url.info.clone()
+        } else {
+            let settings = url
+                .info
+                .redis_settings()
+                .clone()
+                .set_protocol(redis::ProtocolVersion::RESP3);
+            url.info.clone().set_redis_settings(settings)
+        };
+        let client = redis::Client::open(info).map_err(|e| {
             Error::invalid(format!(
                 "invalid Redis URL {:?}: {}",
                 url.redacted,
@@ -131,7 +147,45 @@ impl Node {
     /// Run one core command. Every call yields exactly one reply: server
     /// errors as `Reply::Error`, anything that leaves the outcome open (IO
     /// error, timeout, reconnect failure) as `Reply::Unknown`.
+    ///
+    /// A command that failed because its connection was closed (CLIENT KILL,
+    /// a server-side timeout, a proxy cutting it: EOF, reset, broken pipe) is
+    /// retried ONCE on the fresh connection redis-rs opens at once; timeouts
+    /// and refused connections are not retried. The first try either never
+    /// reached Redis (the dead connection was noticed before the send) or ran
+    /// and lost its reply; a retry is safe for every script because each is
+    /// idempotent for its owner:
+    /// - acquire re-grants a key that already holds our token (new fence,
+    ///   TTL from the retry: later, i.e. conservative);
+    /// - extend resets the TTL again; raise-fence is set-if-greater;
+    /// - release: a second delete finds nothing, so its `0` ("not ours")
+    ///   cannot tell "someone else's" from "our first try deleted it": the
+    ///   outcome stays `Unknown` (the core reports a Redis error), only a
+    ///   `1` is a definite answer.
+    ///
+    /// Even if the first try were still to run after the retry (its bytes
+    /// were in the server's buffer when the socket closed), each order is
+    /// safe: the scripts compare our token and fences only grow.
     pub(crate) async fn run(&self, command: &Command) -> Reply {
+        let first = match self.run_once(command).await {
+            Err(e) if retry_on_fresh_connection(&e) => e,
+            other => return self.to_reply(command, other),
+        };
+        tracing::debug!(
+            node = %self.label,
+            script = ?command.script,
+            error = %describe_error(&self.label, self.password.as_deref(), &first),
+            "connection closed under the command; retrying once on a fresh connection"
+        );
+        let retry = self.run_once(command).await;
+        if command.script == Script::Release && matches!(retry, Ok(Value::Int(0))) {
+            return self.to_reply(command, Err(first));
+        }
+        self.to_reply(command, retry)
+    }
+
+    /// `EVALSHA`, and `EVAL` on NOSCRIPT.
+    async fn run_once(&self, command: &Command) -> redis::RedisResult<Value> {
         let mut conn = self.conn.clone();
         let mut evalsha = redis::cmd("EVALSHA");
         evalsha
@@ -142,7 +196,7 @@ impl Node {
         match conn.send_packed_command(&evalsha).await {
             Ok(Value::ServerError(e)) if e.code() == "NOSCRIPT" => {}
             Err(e) if e.code() == Some("NOSCRIPT") => {}
-            other => return self.to_reply(command, other),
+            other => return other,
         }
         // SCRIPT FLUSH, a restart or a failover emptied the script cache: EVAL
         // runs the source and caches it again, so the next EVALSHA hits.
@@ -152,8 +206,7 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        let result = conn.send_packed_command(&eval).await;
-        self.to_reply(command, result)
+        conn.send_packed_command(&eval).await
     }
 
     fn to_reply(&self, command: &Command, result: redis::RedisResult<Value>) -> Reply {
@@ -234,6 +287,14 @@ fn server_text(code: Option<&str>, detail: Option<&str>) -> String {
         (None, Some(detail)) => detail.to_owned(),
         (None, None) => "unknown server error".to_owned(),
     }
+}
+
+/// The connection under a command was closed (EOF, reset, broken pipe, or
+/// already known dead so the command was never written). Not: timeouts (the
+/// command may still be queued and run later), refused connections (the
+/// server is down; a retry would only double the wait), server errors.
+fn retry_on_fresh_connection(e: &RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 
 /// Errors that retrying cannot fix: wrong credentials, missing permissions,

@@ -43,7 +43,10 @@
 //! - one multiplexed, self-reconnecting connection per node, shared by every
 //!   clone of a [`Client`] and every [`Lease`]; concurrent commands are
 //!   pipelined on it. Scripts run with `EVALSHA`, reloaded transparently
-//!   after `NOSCRIPT` (`SCRIPT FLUSH`, restart, failover);
+//!   after `NOSCRIPT` (`SCRIPT FLUSH`, restart, failover). It speaks RESP3
+//!   (unless the URL sets `?protocol=`), so a connection the server closes
+//!   (`CLIENT KILL`, timeout) is replaced as soon as it is noticed, and a
+//!   command caught on it is retried once on the new one;
 //! - one pub/sub connection per node (RESP3 push), opened on the first wait
 //!   and shared through refcounted per-channel subscriptions: a release wakes
 //!   the waiters at once; a timer at the holder's remaining TTL covers the

@@ -15,6 +15,9 @@ pub(crate) struct NodeUrl {
     pub password: Option<String>,
     /// `rediss://` (TLS).
     pub tls: bool,
+    /// The URL chose the protocol (`?protocol=resp2|resp3`); otherwise the
+    /// driver picks RESP3 (see `connection.rs`).
+    pub protocol_given: bool,
 }
 
 /// `redis://user:secret@host:6379/0` -> `redis://user:***@host:6379/0`.
@@ -90,9 +93,20 @@ pub(crate) fn parse(url: &str) -> Result<NodeUrl, Error> {
     })?;
     let password = info.redis_settings().password().map(str::to_owned);
     let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    let protocol_given = trimmed
+        .split_once('?')
+        .map(|(_, query)| query.split('#').next().unwrap_or(""))
+        .is_some_and(|query| {
+            query.split('&').any(|pair| {
+                pair.split('=')
+                    .next()
+                    .is_some_and(|k| k.eq_ignore_ascii_case("protocol"))
+            })
+        });
     Ok(NodeUrl {
         info,
         tls,
+        protocol_given,
         redacted,
         password: password.filter(|p| !p.is_empty()),
     })
@@ -146,5 +160,18 @@ mod tests {
         assert_eq!(ok.redacted, "redis://u:***@127.0.0.1:6379/3");
         assert_eq!(ok.info.redis_settings().db(), 3);
         assert_eq!(ok.password.as_deref(), Some("hunter2"));
+        assert!(!ok.protocol_given);
+    }
+
+    #[test]
+    fn an_explicit_protocol_is_kept() {
+        for (url, given) in [
+            ("redis://h:1/0", false),
+            ("redis://h:1/0?protocol=resp2", true),
+            ("redis://h:1/?db=2&protocol=resp3", true),
+            ("redis://h:1/0#protocol=resp2", false),
+        ] {
+            assert_eq!(parse(url).unwrap().protocol_given, given, "{url}");
+        }
     }
 }
