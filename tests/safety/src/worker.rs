@@ -23,6 +23,8 @@ pub struct WorkerArgs {
     pub work_ms: u64,
     /// Pause after each release (lets the lock be free between holders).
     pub think_ms: u64,
+    /// Take leases with auto-renewal (every ttl/3).
+    pub auto_renew: bool,
     pub iterations: u64,
     pub seconds: f64,
     pub resource: u16,
@@ -48,6 +50,8 @@ impl WorkerArgs {
             self.work_ms.to_string(),
             "--think-ms".into(),
             self.think_ms.to_string(),
+            "--auto-renew".into(),
+            u8::from(self.auto_renew).to_string(),
             "--iterations".into(),
             self.iterations.to_string(),
             "--seconds".into(),
@@ -79,6 +83,7 @@ impl WorkerArgs {
             wait_ms: num("--wait-ms")?,
             work_ms: num("--work-ms")?,
             think_ms: num("--think-ms")?,
+            auto_renew: num("--auto-renew")? != 0,
             iterations: num("--iterations")?,
             seconds: get("--seconds")?
                 .parse()
@@ -161,7 +166,8 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     };
     let mut resource = Resource::connect(args.resource).await?;
     let lock_options = LockOptions::new(Duration::from_millis(args.ttl_ms))
-        .wait(Duration::from_millis(args.wait_ms));
+        .wait(Duration::from_millis(args.wait_ms))
+        .auto_renew(args.auto_renew);
     let mut i = 0;
     while i < args.iterations && mono_ns() < deadline && !args.stop_file.exists() {
         i += 1;

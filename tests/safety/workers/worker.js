@@ -80,7 +80,7 @@ async function main () {
     rec('acquire_start', {}, t0)
     let lease
     try {
-      lease = await client.acquire(a.lock, { ttl, wait })
+      lease = await client.acquire(a.lock, { ttl, wait, autoRenew: a['auto-renew'] === '1' })
     } catch (err) {
       if (err instanceof NotAcquiredError) {
         rec('acquire_failed', { err: 'not_acquired' })

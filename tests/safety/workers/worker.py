@@ -21,7 +21,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     for flag in ("--id", "--urls", "--lock", "--history", "--stop-file"):
         p.add_argument(flag, required=True)
-    for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--iterations", "--resource"):
+    for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--auto-renew", "--iterations", "--resource"):
         p.add_argument(flag, required=True, type=int)
     p.add_argument("--seconds", required=True, type=float)
     a = p.parse_args()
@@ -63,7 +63,7 @@ def main() -> None:
         t0 = time.monotonic_ns()
         rec("acquire_start", t=t0)
         try:
-            lease = client.acquire(a.lock, ttl=ttl, wait=wait)
+            lease = client.acquire(a.lock, ttl=ttl, wait=wait, auto_renew=a.auto_renew == 1)
         except fencelock.NotAcquired:
             rec("acquire_failed", err="not_acquired")
             continue
