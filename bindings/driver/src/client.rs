@@ -3,6 +3,7 @@
 //! `try_acquire`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{Error, KeySpace, LockConfig, LockName, RetryPolicy, Token, Ttl, Wait};
@@ -233,14 +234,20 @@ impl Client {
             seed,
         };
         let (reply, rx) = oneshot::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
         self.inner.handle.spawn(driver::run(Job {
             conns,
             queues: Arc::clone(&self.inner.queues),
             config,
             started,
             reply,
+            cancelled: Arc::clone(&cancelled),
         }));
-        Ok(Acquiring { rx })
+        Ok(Acquiring {
+            rx,
+            cancelled,
+            answered: false,
+        })
     }
 
     /// Close the connections. Auto-renewal stops and leases still held
@@ -278,6 +285,21 @@ fn redis_message(e: &Error) -> String {
 /// The caller's side of an acquire.
 struct Acquiring {
     rx: oneshot::Receiver<Result<Lease, Error>>,
+    /// Shared with the actor and, through its turn, with the local queue.
+    cancelled: Arc<AtomicBool>,
+    answered: bool,
+}
+
+impl Drop for Acquiring {
+    /// Dropped before the answer was taken: the actor is (or is about to be)
+    /// cancelling. Said here, synchronously, so the caller's very next
+    /// acquire of the same name already knows that the turn this one holds
+    /// is only held for its compensating release (see `queue.rs`).
+    fn drop(&mut self) {
+        if !self.answered {
+            self.cancelled.store(true, Ordering::Release);
+        }
+    }
 }
 
 impl std::future::Future for Acquiring {
@@ -287,6 +309,7 @@ impl std::future::Future for Acquiring {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| {
+            self.answered = true;
             let result = r.unwrap_or_else(|_| {
                 Err(Error::redis(None, "the lock driver stopped unexpectedly"))
             });

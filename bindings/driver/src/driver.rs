@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::client::Connections;
 use crate::lease::Lease;
 use crate::notify::Subscription;
-use crate::queue::{NameQueues, Turn};
+use crate::queue::{Cancelled, NameQueues, Turn};
 
 // ---- time -------------------------------------------------------------------
 
@@ -123,6 +123,8 @@ pub(crate) struct Job {
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
     pub reply: oneshot::Sender<Result<Lease, Error>>,
+    /// Set by the caller's side when it drops the acquire future unanswered.
+    pub cancelled: Cancelled,
 }
 
 fn closed_error(config: &LockConfig) -> Error {
@@ -137,6 +139,7 @@ pub(crate) async fn run(job: Job) {
         mut config,
         started,
         mut reply,
+        cancelled,
     } = job;
     let mut closed = conns.closed.subscribe();
     if *closed.borrow_and_update() {
@@ -144,33 +147,31 @@ pub(crate) async fn run(job: Job) {
         return;
     }
 
-    // Phase 1: our turn in the local FIFO for this name.
-    let turn = match queues.slot(config.name.as_bytes()).try_take() {
+    // Phase 1: our turn in the local FIFO for this name. A try-once or a
+    // bounded wait gives up at its deadline, except while the turn is held
+    // by an acquire of this client whose caller cancelled it: that one only
+    // finishes its compensating release (one round trip), and the name is
+    // not busy because of it. (Handing the turn on at cancel time instead
+    // would be faster, but our next attempt is ordered after that release
+    // only while both go down the same healthy connection, not across a
+    // reconnect or a retry; then a try-once would meet our own abandoned key
+    // and report NotAcquired on a free lock.)
+    let turn = match queues.slot(config.name.as_bytes()).try_take(&cancelled) {
         Ok(turn) => turn,
         Err(slot) => {
             let deadline = match config.wait {
-                Wait::Bounded(d) if d.is_zero() => {
-                    let _ = reply.send(Err(Error::NotAcquired {
-                        name: config.name.clone(),
-                    }));
-                    return;
-                }
                 // A bound too large for the clock is no bound.
                 Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
                 Wait::Forever => None,
             };
-            let expired = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
-                turn = slot.take() => turn,
-                () = expired => {
-                    let _ = reply.send(Err(Error::NotAcquired { name: config.name.clone() }));
-                    return;
-                }
+                turn = slot.take_until(&cancelled, deadline) => match turn {
+                    Some(turn) => turn,
+                    None => {
+                        let _ = reply.send(Err(Error::NotAcquired { name: config.name.clone() }));
+                        return;
+                    }
+                },
                 () = reply.closed() => return,
                 _ = closed.changed() => {
                     let _ = reply.send(Err(closed_error(&config)));
