@@ -56,8 +56,10 @@ fi
 
 cargo build -q -p fencelock-safety
 BIN=$ROOT/target/debug/fencelock-safety
-# The checker's own tests first: each property must be able to fail.
+# The checker's own tests first: each property must be able to fail. Then
+# the fuzz harness's regression sequences (stable Rust, no libFuzzer).
 cargo test -q -p fencelock-safety 2>&1 | tail -2
+(cd core/fuzz && cargo test -q --no-default-features 2>&1 | tail -2)
 
 if [ $quick = 1 ]; then
   "$BIN" run --quick --langs "$langs" --run-dir "$RUN_DIR" ${args[@]+"${args[@]}"}
