@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 import fencelock
-from fltest import TOKEN, Monitor, Redis, as_bytes, as_name, number, script_calls, vectors
+from fltest import TOKEN, Monitor, Redis, Server, as_bytes, as_name, number, script_calls, vectors
 
 COMMANDS = vectors("commands.json")
 SCRIPTS: Dict[str, str] = COMMANDS["scripts"]
@@ -64,6 +64,20 @@ def test_keys(case: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor
     monitor.sync()
     calls = [c for c in script_calls(monitor.seen, SCRIPTS) if c["keys"][0] == lock]
     assert [(c["script"], c["keys"]) for c in calls] == [("acquire", [lock, fence]), ("release", [lock, channel])]
+
+
+def test_every_key_of_a_lock_is_in_the_slot_redis_cluster_computes(tmp_path: Any) -> None:
+    """keys.json's `slot` against Redis's own CLUSTER KEYSLOT (a private,
+    cluster-enabled server; no slots need to be assigned for KEYSLOT)."""
+    server = Server("--cluster-enabled", "yes", "--cluster-config-file", str(tmp_path / "nodes.conf"))
+    r = Redis(server.url)
+    try:
+        for case in KEYS:
+            for k in ("lock", "fence", "channel"):
+                assert r.execute("CLUSTER", "KEYSLOT", as_bytes(case[k])) == case["slot"], (case["why"], k)
+    finally:
+        r.close()
+        server.stop()
 
 
 # ----------------------------------------------------------- validation.json

@@ -242,12 +242,12 @@ def free_port() -> int:
 class Server:
     """A private redis-server on a free loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         exe = shutil.which("redis-server")
         assert exe, "redis-server is not installed (make setup)"
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *extra],
             stdout=subprocess.DEVNULL,
         )
         self.url = f"redis://127.0.0.1:{self.port}/0"
