@@ -49,6 +49,10 @@ struct Channel {
     /// Each waiter, and whether this node's confirmation was counted for it.
     waiters: Vec<(Arc<Waiter>, bool)>,
     remote: Remote,
+    /// The connection died since the subscription was made: a release
+    /// published before redis-rs resubscribed was lost, so the waiters are
+    /// woken (to look at the lock again) once the subscription is back.
+    rejoin: bool,
 }
 
 #[derive(Default)]
@@ -157,6 +161,7 @@ impl Notifier {
                         Channel {
                             waiters: vec![(Arc::clone(&waiter), false)],
                             remote: Remote::Pending,
+                            rejoin: false,
                         },
                     );
                     if node.reconcile.send(channel.to_vec()).is_err() {
@@ -206,19 +211,44 @@ impl Drop for Subscription {
     }
 }
 
-/// Runs on the connection's reader: wake everyone waiting on the channel.
+/// Runs on the connection's reader: wake everyone waiting on the channel
+/// when a release is published, and again when the channel is subscribed
+/// anew after the connection was lost (CLIENT KILL, timeout, restart): any
+/// release published in between never reached us.
 fn dispatch(table: &Mutex<Table>, push: PushInfo) {
-    if push.kind != PushKind::Message {
-        return;
-    }
-    let Some(Value::BulkString(channel)) = push.data.first() else {
-        return;
-    };
-    let table = table.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(entry) = table.channels.get(channel.as_slice()) {
+    let wake = |entry: &Channel| {
         for (waiter, _) in &entry.waiters {
             waiter.notify.notify_one();
         }
+    };
+    match push.kind {
+        PushKind::Message => {
+            let Some(Value::BulkString(channel)) = push.data.first() else {
+                return;
+            };
+            let table = table.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = table.channels.get(channel.as_slice()) {
+                wake(entry);
+            }
+        }
+        PushKind::Disconnection => {
+            let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+            for entry in table.channels.values_mut() {
+                entry.rejoin = true;
+            }
+        }
+        PushKind::Subscribe => {
+            let Some(Value::BulkString(channel)) = push.data.first() else {
+                return;
+            };
+            let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = table.channels.get_mut(channel.as_slice()) {
+                if std::mem::take(&mut entry.rejoin) {
+                    wake(entry);
+                }
+            }
+        }
+        _ => {}
     }
 }
 

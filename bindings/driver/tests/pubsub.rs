@@ -160,3 +160,58 @@ async fn a_killed_pubsub_connection_does_not_strand_waiters() {
     );
     lease.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_published_while_the_pubsub_connection_was_down_still_wakes_the_waiter() {
+    let server = Server::start();
+    let url = server.url();
+    let holder = Client::connect(url.as_str()).await.unwrap();
+    let waiting = Client::connect(url.as_str()).await.unwrap();
+    let name = unique("pubsubgap");
+    let k = keys(&name);
+    // The waiter's fallback timer fires at the holder's remaining TTL,
+    // capped at 1 s (RetryPolicy::max_delay): a wake-up must come sooner.
+    let held = holder
+        .acquire(&name, &LockOptions::new(secs(30)))
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            waiting
+                .acquire(&name, &LockOptions::new(secs(30)).wait(secs(20)))
+                .await
+                .unwrap()
+        }
+    });
+    eventually(secs(5), "the waiter subscribed", || {
+        numsub(&url, &k.channel) == 1
+    })
+    .await;
+    // In one transaction: kill the waiter's pub/sub connection, free the
+    // lock and publish the release, which therefore reaches nobody.
+    let (killed, deleted, receivers): (i64, i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "pubsub"])
+        .cmd("DEL")
+        .arg(&k.lock)
+        .cmd("PUBLISH")
+        .arg(&k.channel)
+        .arg("1")
+        .query(&mut conn(&url))
+        .unwrap();
+    assert_eq!((killed, deleted, receivers), (1, 1, 0));
+    let t = Instant::now();
+    let lease = tokio::time::timeout(secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "the waiter slept through a release it missed while reconnecting: {:?}",
+        t.elapsed()
+    );
+    lease.release().await.unwrap();
+    drop(held);
+}
