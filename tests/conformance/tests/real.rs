@@ -1,0 +1,177 @@
+//! commands.json's `real` scenarios through the Rust driver (crate
+//! `fencelock`) against a real redis-server, like Python and Node do: run
+//! each scenario, capture MONITOR, compare the script calls (token masked),
+//! the outcomes and the final keys. The harness's server when
+//! FENCELOCK_TEST_REDIS_URL is set, else a private one.
+
+use std::time::Duration;
+
+use fencelock::{Client, ClientOptions, Error, Lease, LockOptions};
+use fencelock_conformance::{
+    bytes, is_token, redis_url, script_calls, vectors, Monitor, Raw, Resp,
+};
+use serde_json::Value;
+
+/// (script name, KEYS, ARGV) of one script call.
+type Call = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
+    match v.as_str() {
+        Some("$lock") => bytes(&sc["keys"]["lock"]),
+        Some("$fence") => bytes(&sc["keys"]["fence"]),
+        Some("$channel") => bytes(&sc["keys"]["channel"]),
+        Some("$token") => b"$token".to_vec(),
+        _ => bytes(v),
+    }
+}
+
+fn raw_cmd(raw: &mut Raw, cmd: &Value, sc: &Value) {
+    let args: Vec<Vec<u8>> = cmd
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| resolve(a, sc))
+        .collect();
+    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    let reply = raw.cmd(&refs);
+    assert!(!matches!(reply, Resp::Error(_)), "{cmd}: {reply:?}");
+}
+
+fn outcome(result: Result<(), Error>) -> Value {
+    match result {
+        Ok(()) => Value::from("ok"),
+        Err(e) => serde_json::json!({"error": match e {
+            Error::NotAcquired { .. } => "NotAcquired",
+            Error::LockLost { .. } => "LockLost",
+            Error::Redis { .. } => "Redis",
+            Error::InvalidArgument(_) => "InvalidArgument",
+        }}),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_scenarios_send_exactly_the_vectors_commands() {
+    let doc = vectors("commands.json");
+    let scripts: Vec<(String, String)> = doc["scripts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, sha)| (name.clone(), sha.as_str().unwrap().to_owned()))
+        .collect();
+    let (url, _server) = redis_url();
+    let real: Vec<&Value> = doc["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["real"] == true)
+        .collect();
+    assert!(real.len() >= 5);
+    for sc in real {
+        let title = sc["name"].as_str().unwrap();
+        let mut raw = Raw::connect(&url);
+        for cmd in sc["setup"].as_array().unwrap() {
+            raw_cmd(&mut raw, cmd, sc);
+        }
+        let monitor = Monitor::start(&url);
+        let options = ClientOptions {
+            prefix: sc["prefix"].as_str().unwrap().to_owned(),
+            ..ClientOptions::default()
+        };
+        let client = Client::connect_with(url.as_str(), options).await.unwrap();
+        let ttl = Duration::from_nanos((sc["ttl_ms"].as_f64().unwrap() * 1e6) as u64);
+        let mut lock = LockOptions::new(ttl);
+        if let Some(wait) = sc["wait_ms"].as_u64() {
+            lock = lock.wait(Duration::from_millis(wait));
+        }
+        let mut lease: Option<Lease> = None;
+        let mut got = Value::Null;
+        let mut expected: Vec<Call> = Vec::new();
+        for step in sc["steps"].as_array().unwrap() {
+            let at = format!("{title}: {step}");
+            if let Some(call) = step["call"].as_str() {
+                got = match call {
+                    "acquire" => match client.acquire(bytes(&sc["lock_name"]), &lock).await {
+                        Ok(l) => {
+                            let v = serde_json::json!({"acquired": l.fence(), "validity": l.valid_for().as_millis() as u64});
+                            lease = Some(l);
+                            v
+                        }
+                        Err(e) => outcome(Err(e)),
+                    },
+                    "extend" => {
+                        let ttl = step["ttl_ms"].as_u64().map(Duration::from_millis);
+                        outcome(lease.as_ref().unwrap().extend(ttl).await)
+                    }
+                    "release" => outcome(lease.as_ref().unwrap().release().await),
+                    other => panic!("{at}: unknown call {other}"),
+                };
+            } else if let Some(sent) = step.get("sent") {
+                for c in sent.as_array().unwrap() {
+                    expected.push((
+                        c["script"].as_str().unwrap().to_owned(),
+                        c["keys"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|k| resolve(k, sc))
+                            .collect(),
+                        c["args"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|a| resolve(a, sc))
+                            .collect(),
+                    ));
+                }
+            } else if let Some(external) = step.get("external") {
+                for cmd in external.as_array().unwrap() {
+                    raw_cmd(&mut raw, cmd, sc);
+                }
+            } else if let Some(want) = step.get("outcome").filter(|o| !o.is_null()) {
+                let mut got = got.clone();
+                if let (Some(limit), Some(o)) = (want.get("valid_until_ms"), got.as_object_mut()) {
+                    let validity = o.remove("validity").unwrap().as_u64().unwrap();
+                    assert!(
+                        validity > 0 && validity <= limit.as_u64().unwrap(),
+                        "{at}: validity {validity}"
+                    );
+                    o.insert("valid_until_ms".into(), limit.clone());
+                } else if let Some(o) = got.as_object_mut() {
+                    o.remove("validity");
+                }
+                assert_eq!(&got, want, "{at}");
+            }
+        }
+        client.close().await;
+        monitor.sync();
+        let (lock_key, fence_key) = (bytes(&sc["keys"]["lock"]), bytes(&sc["keys"]["fence"]));
+        let calls: Vec<_> = script_calls(&monitor.seen(), &scripts)
+            .into_iter()
+            .filter(|c| c.keys[0] == lock_key || c.keys[0] == fence_key)
+            .collect();
+        let token = lease.as_ref().map(|l| l.token().as_bytes().to_vec());
+        let masked: Vec<Call> = calls
+            .into_iter()
+            .map(|c| {
+                let mut args = c.args;
+                if c.script != "raise_fence" {
+                    assert!(is_token(&args[0]), "{title}: the token is a UUID v4");
+                    if let Some(token) = &token {
+                        assert_eq!(&args[0], token, "{title}: the lease's token");
+                    }
+                    args[0] = b"$token".to_vec();
+                }
+                (c.script, c.keys, args)
+            })
+            .collect();
+        assert!(
+            masked == expected,
+            "{title}: script calls differ:\n got {masked:?}\nwant {expected:?}"
+        );
+        for (key, value) in sc["final"].as_object().into_iter().flatten() {
+            let got = raw.cmd(&[b"GET", &resolve(&Value::from(key.as_str()), sc)]);
+            let want = Resp::Bulk(value.as_str().map(|v| v.as_bytes().to_vec()));
+            assert_eq!(got, want, "{title}: final {key}");
+        }
+    }
+}
