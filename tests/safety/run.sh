@@ -69,7 +69,9 @@ fi
 # 1. Fuzz the core: cargo-fuzz on nightly if present, else the stable loop.
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 fuzz_summary=""
-if rustup toolchain list 2>/dev/null | grep -q '^nightly' && command -v cargo-fuzz >/dev/null; then
+# SAFETY_FUZZ=stable forces the stable loop.
+if [ "${SAFETY_FUZZ:-}" != stable ] &&
+   rustup toolchain list 2>/dev/null | grep -q '^nightly' && command -v cargo-fuzz >/dev/null; then
   echo "===== fuzz: cargo +nightly fuzz run lock_sequences (${FUZZ_SECONDS}s)"
   log=$RUN_DIR/fuzz.log
   (cd core && cargo +nightly fuzz run lock_sequences -- \
@@ -88,5 +90,8 @@ echo "$fuzz_summary"
 
 # 2. Every scenario, the report table, docs/safety.md.
 echo "===== scenarios"
-"$BIN" run --seconds "${SAFETY_SECONDS:-20}" --langs "$langs" --out docs/safety.md \
+# A partial run (extra arguments such as --only) does not overwrite the report.
+out=(--out docs/safety.md)
+[ ${#args[@]} -gt 0 ] && out=()
+"$BIN" run --seconds "${SAFETY_SECONDS:-20}" --langs "$langs" ${out[@]+"${out[@]}"} \
   --run-dir "$RUN_DIR" --fuzz-summary "$fuzz_summary" ${args[@]+"${args[@]}"}

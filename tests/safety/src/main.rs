@@ -22,9 +22,11 @@ mod worker;
 
 use std::path::PathBuf;
 
+/// The value after the LAST `name` (so arguments given to run.sh override
+/// the ones it sets).
 fn flag(args: &[String], name: &str) -> Option<String> {
     args.iter()
-        .position(|a| a == name)
+        .rposition(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
 }
 
