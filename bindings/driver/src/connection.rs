@@ -293,7 +293,7 @@ fn server_text(code: Option<&str>, detail: Option<&str>) -> String {
 /// already known dead so the command was never written). Not: timeouts (the
 /// command may still be queued and run later), refused connections (the
 /// server is down; a retry would only double the wait), server errors.
-fn retry_on_fresh_connection(e: &RedisError) -> bool {
+pub(crate) fn retry_on_fresh_connection(e: &RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 

@@ -303,7 +303,15 @@ async fn reconciler(
         if subscribe.is_empty() {
             continue;
         }
-        let result = conn.subscribe(&subscribe).await;
+        let mut result = conn.subscribe(&subscribe).await;
+        if let Err(e) = &result {
+            if crate::connection::retry_on_fresh_connection(e) {
+                // The connection died under the SUBSCRIBE (CLIENT KILL): its
+                // replacement is on the way; subscribe there rather than
+                // leave these waiters on timers for the rest of their wait.
+                result = conn.subscribe(&subscribe).await;
+            }
+        }
         let ok = match result {
             Ok(()) => {
                 active.extend(subscribe.iter().cloned());
