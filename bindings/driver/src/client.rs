@@ -76,32 +76,13 @@ impl Client {
         urls: impl IntoUrls,
         options: ClientOptions,
     ) -> Result<Client, Error> {
-        let urls = urls.into_urls();
-        if urls.is_empty() {
-            return Err(Error::invalid("at least one Redis URL is required"));
-        }
         let keyspace = KeySpace::new(options.prefix.as_bytes())?;
         if options.connect_timeout.is_zero() || options.response_timeout.is_zero() {
             return Err(Error::invalid(
                 "connect_timeout and response_timeout must be positive",
             ));
         }
-        let parsed = urls
-            .iter()
-            .map(|u| crate::url::parse(u))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (i, url) in parsed.iter().enumerate() {
-            if parsed[..i]
-                .iter()
-                .any(|earlier| earlier.info.addr() == url.info.addr())
-            {
-                // The same node twice would vote against itself in Redlock.
-                return Err(Error::invalid(format!(
-                    "Redis node {:?} is listed twice; Redlock needs independent nodes",
-                    url.redacted
-                )));
-            }
-        }
+        let parsed = crate::url::parse_all(&urls.into_urls())?;
         if parsed.iter().any(|u| u.tls) {
             ensure_crypto_provider();
         }

@@ -90,6 +90,14 @@ pub use lease::Lease;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Check a client's URLs without connecting, as [`Client::connect`] does
+/// first: `InvalidArgument` (passwords redacted) if there are none, one is
+/// malformed, or a node is listed twice. Lets clients that connect lazily
+/// (Python's) reject bad URLs at construction, as redis-py does.
+pub fn check_urls(urls: impl IntoUrls) -> Result<()> {
+    url::parse_all(&urls.into_urls()).map(|_| ())
+}
+
 /// Connection settings; `Default` is what most users want.
 #[derive(Clone, Debug)]
 pub struct ClientOptions {

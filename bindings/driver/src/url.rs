@@ -175,3 +175,27 @@ mod tests {
         }
     }
 }
+
+/// Every node URL of one client: at least one, each well-formed, no node
+/// twice (the same node would vote against itself in Redlock).
+pub(crate) fn parse_all(urls: &[String]) -> Result<Vec<NodeUrl>, Error> {
+    if urls.is_empty() {
+        return Err(Error::invalid("at least one Redis URL is required"));
+    }
+    let parsed = urls
+        .iter()
+        .map(|u| parse(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, url) in parsed.iter().enumerate() {
+        if parsed[..i]
+            .iter()
+            .any(|earlier| earlier.info.addr() == url.info.addr())
+        {
+            return Err(Error::invalid(format!(
+                "Redis node {:?} is listed twice; Redlock needs independent nodes",
+                url.redacted
+            )));
+        }
+    }
+    Ok(parsed)
+}

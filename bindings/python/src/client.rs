@@ -40,6 +40,7 @@ impl Connector {
         response_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let urls = convert::urls(url)?;
+        fencelock::check_urls(urls.clone()).map_err(errors::invalid)?;
         let mut options = ClientOptions::default();
         if let Some(prefix) = convert::prefix(prefix)? {
             fencelock_core::KeySpace::new(&prefix).map_err(errors::invalid)?;
