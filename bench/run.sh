@@ -58,11 +58,24 @@ if ! "$py" -c 'import redis, hiredis, pottery, maturin' 2>/dev/null; then
   "$py" -m pip install --quiet --disable-pip-version-check \
     'redis[hiredis]==8.*' 'pottery==3.*' 'maturin==1.16.*'
 fi
-# No build isolation: maturin comes from the venv, cargo's incremental release
-# build in the shared target dir makes this cheap when nothing changed.
-log "pip install ./python (release build of the PyO3 module)"
-PATH="$VENV/bin:$PATH" "$py" -m pip install --quiet --disable-pip-version-check \
-  --no-deps --no-build-isolation --force-reinstall "$ROOT/python"
+# fencelock itself: reuse what ci/test-python.sh just installed into the test
+# venv when it is newer than every source it is built from (the same PEP 517
+# release build; an abi3 module, so it runs on this venv's Python). Otherwise
+# build ./python here (no build isolation: maturin comes from this venv).
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+test_pkg=$(ls -d "$BUILD"/venv/lib/python3*/site-packages/fencelock 2>/dev/null | head -1 || true)
+newest_src=$(find "$ROOT/core/src" "$ROOT/bindings/driver/src" "$ROOT/bindings/python/src" \
+  "$ROOT/python/fencelock" "$ROOT/Cargo.lock" -type f -printf '%T@\n' | sort -n | tail -1)
+if [ -n "$test_pkg" ] && [ -f "$test_pkg/_native.abi3.so" ] &&
+   [ "$(stat -c %Y "$test_pkg/_native.abi3.so")" -ge "${newest_src%.*}" ]; then
+  log "fencelock (Python): reusing the build in $BUILD/venv"
+  rm -rf "$site/fencelock"
+  cp -r "$test_pkg" "$site/fencelock"
+else
+  log "pip install ./python (release build of the PyO3 module)"
+  PATH="$VENV/bin:$PATH" "$py" -m pip install --quiet --disable-pip-version-check \
+    --no-deps --no-build-isolation --force-reinstall "$ROOT/python"
+fi
 
 # Node: the peers (pinned majors), and the fencelock package with a release
 # addon (node/ itself may hold a developer's debug build; we never touch it).
