@@ -612,6 +612,19 @@ mod tests {
         ));
     }
 
+    /// Inputs cargo fuzz once crashed on (harness or core), replayed as-is.
+    #[test]
+    fn saved_crash_inputs_pass() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).expect("regressions dir") {
+            let data = std::fs::read(entry.expect("entry").path()).expect("read");
+            run(&data);
+            n += 1;
+        }
+        assert!(n >= 2);
+    }
+
     #[test]
     fn redlock_happy_path_holds_a_majority() {
         let mut ops = vec![Op::Acquire];
