@@ -86,7 +86,8 @@ def runner_cmd(lang: str, scenario: str, impls: list[str], a) -> list[str]:
         return [a.rust_bin, scenario] + common
     if lang.startswith("python"):
         return [sys.executable, os.path.join(HERE, "python", "bench_py.py"), scenario] + common
-    return ["node", os.path.join(HERE, "node", "bench_node.js"), scenario] + common
+    gc = ["--expose-gc"] if scenario == "mem" else []  # RSS after a full GC
+    return ["node", *gc, os.path.join(HERE, "node", "bench_node.js"), scenario] + common
 
 
 def run_group(lang, scenario, impls, a, timeout) -> list[dict]:

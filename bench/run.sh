@@ -40,10 +40,15 @@ for tool in redis-server redis-benchmark redis-cli node npm cargo python3; do
 done
 
 # ---------------------------------------------------------------- builds
-# One package per cargo call: building them together would unify their
-# dependencies' features and invalidate the artifacts ci/test-node.sh and
-# ci/test-python.sh already built (and theirs ours).
-log "cargo build --release -p fencelock-bench; -p fencelock-node"
+# Release builds for the host target, in target/<host>/release: where
+# `napi build --platform` (ci/test-node.sh) and maturin under ci/test.sh
+# (CARGO_BUILD_TARGET) put theirs, so all of them share one build of tokio,
+# redis and rustls. One package per cargo call: building them together would
+# unify their dependencies' features and invalidate each other's artifacts.
+host=$(rustc -vV | sed -n 's/^host: //p')
+export CARGO_BUILD_TARGET=$host
+rel=$ROOT/target/$host/release
+log "cargo build --release --target $host -p fencelock-bench; -p fencelock-node"
 cargo build --release --quiet -p fencelock-bench
 cargo build --release --quiet -p fencelock-node
 
@@ -89,7 +94,7 @@ fi
 pkg=$NODE_DIR/fencelock
 mkdir -p "$pkg"
 cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/package.json "$pkg/"
-cp "$ROOT/target/release/libfencelock_node.so" "$pkg/fencelock.linux-x64-gnu.node"
+cp "$rel/libfencelock_node.so" "$pkg/fencelock.linux-x64-gnu.node"
 export BENCH_FENCELOCK_NODE=$pkg BENCH_NODE_MODULES=$NODE_DIR/node_modules
 
 # ------------------------------------------------------------ redis-servers
@@ -115,7 +120,7 @@ versions="$(redis-server --version | sed -E 's/.*v=([0-9.]+).*/redis-server \1/'
 log "setup took $(( $(date +%s) - t0 ))s; running${QUICK:+ (QUICK)}"
 "$py" "$ROOT/bench/bench.py" \
   --url "$FENCELOCK_TEST_REDIS_URL" --urls "$FENCELOCK_TEST_REDLOCK_URLS" \
-  --rust-bin "$ROOT/target/release/fencelock-bench" \
+  --rust-bin "$rel/fencelock-bench" \
   --out "$OUT" --raw "$BUILD/bench/raw${QUICK:+-quick}.jsonl" \
   --versions "$versions" ${QUICK:+--quick} ${BENCH_ONLY:+--only "$BENCH_ONLY"}
 log "total $(( $(date +%s) - t0 ))s; table: $OUT"

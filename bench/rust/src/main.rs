@@ -20,6 +20,14 @@ use fencelock::{Client, Lease, LockOptions};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Lock TTL: 10 s; 300 s for `mem` (holding 10,000 locks takes the slowest
+/// peer longer than 10 s, and they must all still be held when Redis is read).
+static TTL_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(10_000);
+
+fn ttl_ms() -> u64 {
+    TTL_MS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 const RELEASE_LUA: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
@@ -124,7 +132,7 @@ impl Impl {
     async fn acquire(&self, name: &str) -> Result<Held, BoxError> {
         match self {
             Impl::Fencelock(client) => {
-                let options = LockOptions::new(Duration::from_secs(10));
+                let options = LockOptions::new(Duration::from_millis(ttl_ms()));
                 Ok(Held::Lease(client.acquire(name, &options).await?))
             }
             Impl::Floor(nodes) => {
@@ -142,7 +150,7 @@ impl Impl {
                                 .arg(token)
                                 .arg("NX")
                                 .arg("PX")
-                                .arg(10_000)
+                                .arg(ttl_ms())
                                 .query_async::<Option<String>>(&mut conn)
                                 .await
                         }
@@ -355,7 +363,7 @@ async fn run_mem(args: &Args, kind: &str) -> Result<(), BoxError> {
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
     for h in held {
-        imp.release(h).await?;
+        let _ = imp.release(h).await;
     }
     Ok(())
 }
@@ -374,6 +382,9 @@ fn main() -> Result<(), BoxError> {
 
 async fn run_all() -> Result<(), BoxError> {
     let args = parse_args();
+    if args.scenario == "mem" {
+        TTL_MS.store(300_000, std::sync::atomic::Ordering::Relaxed);
+    }
     for kind in &args.impls {
         if args.scenario == "mem" {
             run_mem(&args, kind).await?;
