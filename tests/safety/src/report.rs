@@ -114,13 +114,15 @@ pub fn document(rows: &[Row], cfg: &Config, quick: bool, fuzz: Option<&str>) -> 
     let mut d = String::new();
     d.push_str(include_str!("../safety-head.md"));
     d.push_str(&format!(
-        "\n## Last run\n\n`make safety`{}: {} s per scenario (controls half), {} workers per \
-         scenario ({}), seed {}.\n\n",
+        "\n## Last run\n\n`make safety`{}: {} s per scenario (half for the renew-*, \
+         redlock-baseline and control runs), {} workers per scenario ({}), seed {}; the \
+         scenarios took {:.1} min in all.\n\n",
         if quick { " (quick subset)" } else { "" },
         cfg.seconds,
         cfg.workers,
         cfg.langs.join(", "),
-        cfg.seed
+        cfg.seed,
+        rows.iter().map(|r| r.seconds).sum::<f64>() / 60.0
     ));
     d.push_str(&table(rows));
     d.push('\n');
