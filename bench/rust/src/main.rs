@@ -99,6 +99,7 @@ fn rss_bytes() -> u64 {
 enum Impl {
     Fencelock(Client),
     Floor(Vec<(redis::aio::MultiplexedConnection, String)>),
+    FloorHop(Arc<Vec<(redis::aio::MultiplexedConnection, String)>>),
 }
 
 enum Held {
@@ -110,6 +111,12 @@ impl Impl {
     async fn open(kind: &str, urls: Vec<String>) -> Result<Impl, BoxError> {
         match kind {
             "fencelock" => Ok(Impl::Fencelock(Client::connect(urls).await?)),
+            // The floor, but every operation runs in a freshly spawned task
+            // the caller awaits: what one actor hop per operation costs.
+            "floor-hop" => match Box::pin(Impl::open("floor", urls)).await? {
+                Impl::Floor(nodes) => Ok(Impl::FloorHop(Arc::new(nodes))),
+                _ => unreachable!(),
+            },
             "floor" => {
                 let mut nodes = Vec::new();
                 for url in &urls {
@@ -131,69 +138,85 @@ impl Impl {
     /// Acquire `name` (waiting as long as it takes) with a 10 s TTL.
     async fn acquire(&self, name: &str) -> Result<Held, BoxError> {
         match self {
+            Impl::FloorHop(nodes) => {
+                let (nodes, name) = (Arc::clone(nodes), name.to_owned());
+                tokio::spawn(async move { floor_acquire(&nodes, &name).await }).await?
+            }
             Impl::Fencelock(client) => {
                 let options = LockOptions::new(Duration::from_millis(ttl_ms()));
                 Ok(Held::Lease(client.acquire(name, &options).await?))
             }
-            Impl::Floor(nodes) => {
-                // With several nodes: SET NX PX on all in parallel, a majority
-                // wins (the least a Redlock can do; no fencing, no validity
-                // maths, no undo on failure: a floor, not a lock).
-                let token = uuid::Uuid::new_v4().hyphenated().to_string();
-                loop {
-                    let sets = nodes.iter().map(|(conn, _)| {
-                        let mut conn = conn.clone();
-                        let token = &token;
-                        async move {
-                            redis::cmd("SET")
-                                .arg(name)
-                                .arg(token)
-                                .arg("NX")
-                                .arg("PX")
-                                .arg(ttl_ms())
-                                .query_async::<Option<String>>(&mut conn)
-                                .await
-                        }
-                    });
-                    let won = futures_util::future::join_all(sets)
-                        .await
-                        .into_iter()
-                        .filter(|r| matches!(r, Ok(Some(_))))
-                        .count();
-                    if won > nodes.len() / 2 {
-                        return Ok(Held::Raw(name.to_owned(), token));
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            }
+            Impl::Floor(nodes) => floor_acquire(nodes, name).await,
         }
     }
 
     async fn release(&self, held: Held) -> Result<(), BoxError> {
         match (self, held) {
+            (Impl::FloorHop(nodes), Held::Raw(name, token)) => {
+                let nodes = Arc::clone(nodes);
+                tokio::spawn(async move { floor_release(&nodes, &name, &token).await }).await?
+            }
             (Impl::Fencelock(_), Held::Lease(lease)) => Ok(lease.release().await?),
             (Impl::Floor(nodes), Held::Raw(name, token)) => {
-                let dels = nodes.iter().map(|(conn, sha)| {
-                    let mut conn = conn.clone();
-                    let (name, token) = (&name, &token);
-                    async move {
-                        redis::cmd("EVALSHA")
-                            .arg(sha)
-                            .arg(1)
-                            .arg(name)
-                            .arg(token)
-                            .query_async::<i64>(&mut conn)
-                            .await
-                    }
-                });
-                for r in futures_util::future::join_all(dels).await {
-                    r?;
-                }
-                Ok(())
+                floor_release(nodes, &name, &token).await
             }
             _ => unreachable!("a lease of another implementation"),
         }
     }
+}
+
+type FloorNodes = Vec<(redis::aio::MultiplexedConnection, String)>;
+
+async fn floor_acquire(nodes: &FloorNodes, name: &str) -> Result<Held, BoxError> {
+    // With several nodes: SET NX PX on all in parallel, a majority
+    // wins (the least a Redlock can do; no fencing, no validity
+    // maths, no undo on failure: a floor, not a lock).
+    let token = uuid::Uuid::new_v4().hyphenated().to_string();
+    loop {
+        let sets = nodes.iter().map(|(conn, _)| {
+            let mut conn = conn.clone();
+            let token = &token;
+            async move {
+                redis::cmd("SET")
+                    .arg(name)
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms())
+                    .query_async::<Option<String>>(&mut conn)
+                    .await
+            }
+        });
+        let won = futures_util::future::join_all(sets)
+            .await
+            .into_iter()
+            .filter(|r| matches!(r, Ok(Some(_))))
+            .count();
+        if won > nodes.len() / 2 {
+            return Ok(Held::Raw(name.to_owned(), token));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+async fn floor_release(nodes: &FloorNodes, name: &str, token: &str) -> Result<(), BoxError> {
+    let dels = nodes.iter().map(|(conn, sha)| {
+        let mut conn = conn.clone();
+
+        async move {
+            redis::cmd("EVALSHA")
+                .arg(sha)
+                .arg(1)
+                .arg(name)
+                .arg(token)
+                .query_async::<i64>(&mut conn)
+                .await
+        }
+    });
+    for r in futures_util::future::join_all(dels).await {
+        r?;
+    }
+    Ok(())
 }
 
 #[derive(Default)]
