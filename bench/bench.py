@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # (lang, scenario, implementations). The first one is fencelock's.
 GROUPS = [
-    ("rust", "s1", ["fencelock", "floor"]),
+    ("rust", "s1", ["fencelock", "floor", "floor-hop"]),
     ("python", "s1", ["fencelock", "redis-py", "pottery", "floor"]),
     ("python-async", "s1", ["fencelock-async", "redis-py-async", "floor-async"]),
     ("node", "s1", ["fencelock", "redlock", "semaphore", "floor"]),
@@ -71,6 +71,7 @@ IMPL_LABEL = {
     "semaphore:tuned": "redis-semaphore, retry 1 ms",
     "floor": "floor: SET NX PX + EVALSHA",
     "floor-async": "floor: SET NX PX + EVALSHA",
+    "floor-hop": "floor, each operation in a spawned task (prices one task hop)",
 }
 
 
