@@ -34,12 +34,13 @@ echo "test-python: pip wheel ./python (= pip install ./python)"
 wheel=$(ls "$wheels"/fencelock-*-abi3-*.whl)
 "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 
-cd "$root/python"
+# Run from tests/, never from python/: there `import fencelock` (in pytest or
+# in the `python -c` subprocesses some tests start) would find the source
+# package without its compiled module instead of the installed wheel.
+cd "$root/python/tests"
 echo "test-python: pytest ($("$py" -V))"
-# The pytest script, not `python -m pytest`: the latter would put ./python
-# (the uninstalled source, without the compiled module) first on sys.path.
 rc=0
-"$venv/bin/pytest" -q -p no:cacheprovider tests "$@" || rc=$?
+"$venv/bin/pytest" -q -p no:cacheprovider . "$@" || rc=$?
 
 # One abi3 wheel serves every Python >= 3.9: run the suite (mypy aside) with
 # the oldest supported Python too, when the machine has one (pyenv).
@@ -54,7 +55,7 @@ if [ -n "$py39" ] && [ $rc -eq 0 ] && [ $# -eq 0 ]; then
         || "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-timeout
     "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
     echo "test-python: pytest ($("$venv39/bin/python" -V), same wheel)"
-    "$venv39/bin/pytest" -q -p no:cacheprovider tests --deselect tests/test_docs.py::test_typed_example_passes_mypy_strict \
+    "$venv39/bin/pytest" -q -p no:cacheprovider . --deselect tests/test_docs.py::test_typed_example_passes_mypy_strict \
         --deselect tests/test_docs.py::test_mypy_catches_misuse || rc=$?
 fi
 exit $rc

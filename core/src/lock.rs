@@ -112,6 +112,8 @@ pub struct Lock {
     maybe_holding: Vec<bool>,
     /// Compensating releases in flight (their replies change nothing).
     cleanup: Vec<CommandId>,
+    /// An acquire failure waiting for `cleanup` to drain.
+    failure: Option<Error>,
 
     acquire_started: Option<Instant>,
     retry_at: Option<Instant>,
@@ -141,6 +143,7 @@ impl Lock {
             round: None,
             extend: None,
             cleanup: Vec::new(),
+            failure: None,
             acquire_started: None,
             retry_at: None,
             subscribed: false,
@@ -563,10 +566,13 @@ impl Lock {
             .push_back(Event::Acquired { fence, valid_until });
     }
 
+    /// The failure is reported once the compensating releases are answered,
+    /// so a caller that gets it (and may close the client) leaves nothing
+    /// behind in Redis.
     fn fail_acquire(&mut self, error: Error) {
         self.unsubscribe();
         self.retry_at = None;
-        self.events.push_back(Event::AcquireFailed(error));
+        self.failure = Some(error);
         self.state = State::Releasing;
         self.settle_if_idle();
     }
@@ -712,6 +718,9 @@ impl Lock {
 
     fn settle_if_idle(&mut self) {
         if self.state == State::Releasing && self.round.is_none() && self.cleanup.is_empty() {
+            if let Some(error) = self.failure.take() {
+                self.events.push_back(Event::AcquireFailed(error));
+            }
             self.state = State::Done;
         }
     }
@@ -999,12 +1008,14 @@ mod tests {
         l.handle_reply(ms(1), c.id, Reply::Unknown("timed out".into()));
         let [r] = commands(&mut l).try_into().unwrap();
         assert_eq!(r.script, Script::Release);
+        // The failure waits for the compensating release.
+        assert!(events(&mut l).is_empty());
+        assert_eq!(l.state(), State::Releasing);
+        l.handle_reply(ms(2), r.id, Reply::Int(0));
         assert!(matches!(
             events(&mut l).as_slice(),
             [Event::AcquireFailed(Error::Redis { .. })]
         ));
-        assert_eq!(l.state(), State::Releasing);
-        l.handle_reply(ms(2), r.id, Reply::Int(0));
         assert_eq!(l.state(), State::Done);
     }
 
@@ -1096,8 +1107,15 @@ mod tests {
         ]) {
             l.handle_reply(ms(2), c.id, reply);
         }
-        let releases: Vec<usize> = commands(&mut l).iter().map(|c| c.node).collect();
-        assert_eq!(releases, vec![0, 1, 4]);
+        let releases = commands(&mut l);
+        assert_eq!(
+            releases.iter().map(|c| c.node).collect::<Vec<_>>(),
+            vec![0, 1, 4]
+        );
+        for r in &releases {
+            assert!(events(&mut l).is_empty());
+            l.handle_reply(ms(3), r.id, Reply::Int(1));
+        }
         assert!(matches!(
             events(&mut l).as_slice(),
             [Event::AcquireFailed(Error::NotAcquired { .. })]

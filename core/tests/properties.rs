@@ -713,13 +713,18 @@ impl WaitCase {
         let start = self.start_ms * MS;
         // One round trip for the last attempt, plus one for the fence
         // write-back when Redlock nodes disagreed (DESIGN §2: the fence is
-        // written back before the lease is returned).
+        // written back before the lease is returned), or one for the
+        // compensating releases a failure waits for (nothing left behind).
         let sent = &sim.leases[w].sent;
-        let wrote_back = sent
+        let second_trip = sent
             .iter()
             .rposition(|c| c.1.script == Script::Acquire)
-            .is_some_and(|i| sent[i..].iter().any(|c| c.1.script == Script::RaiseFence));
-        let rtts = if wrote_back { 2 } else { 1 };
+            .is_some_and(|i| {
+                sent[i..]
+                    .iter()
+                    .any(|c| matches!(c.1.script, Script::RaiseFence | Script::Release))
+            });
+        let rtts = if second_trip { 2 } else { 1 };
         let deadline = start + self.wait_ms * MS + rtts * sim.net.max_rtt();
         let Some((t, ev)) = sim.leases[w]
             .events
