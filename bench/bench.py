@@ -298,7 +298,8 @@ def write_results(a, agg, mem, rb, records, path, took, loads):
     w("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for r in mem:
         w(f"| {LANG_LABEL[r['lang']]} | {IMPL_LABEL[r['impl']]} | {r['keys_per_lock']:.0f} | {r['redis_bytes_per_lock']:.0f} | "
-          f"{r['key_name_bytes_per_lock']:.0f} | {r['redis_bytes_beyond_names']:.0f} | {fmt(r['rss_bytes_per_lease'])} |")
+          f"{r['key_name_bytes_per_lock']:.0f} | {r['redis_bytes_beyond_names']:.0f} | "
+          f"{fmt(r['rss_bytes_per_lease']) if r['rss_bytes_per_lease'] >= 0 else '≈ 0 (RSS shrank: GC noise)'} |")
     w("")
 
     w("## Targets (issue 7)\n")
