@@ -47,7 +47,7 @@ done
 # unify their dependencies' features and invalidate each other's artifacts.
 host=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_BUILD_TARGET=$host
-rel=$ROOT/target/$host/release
+rel=${CARGO_TARGET_DIR:-$ROOT/target}/$host/release
 log "cargo build --release --target $host -p fencelock-bench; -p fencelock-node"
 cargo build --release --quiet -p fencelock-bench
 cargo build --release --quiet -p fencelock-node
