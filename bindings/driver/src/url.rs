@@ -122,6 +122,30 @@ pub(crate) fn scrub(message: &str, secret: Option<&str>) -> String {
     }
 }
 
+/// Every node URL of one client: at least one, each well-formed, no node
+/// twice (the same node would vote against itself in Redlock).
+pub(crate) fn parse_all(urls: &[String]) -> Result<Vec<NodeUrl>, Error> {
+    if urls.is_empty() {
+        return Err(Error::invalid("at least one Redis URL is required"));
+    }
+    let parsed = urls
+        .iter()
+        .map(|u| parse(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, url) in parsed.iter().enumerate() {
+        if parsed[..i]
+            .iter()
+            .any(|earlier| earlier.info.addr() == url.info.addr())
+        {
+            return Err(Error::invalid(format!(
+                "Redis node {:?} is listed twice; Redlock needs independent nodes",
+                url.redacted
+            )));
+        }
+    }
+    Ok(parsed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,28 +198,4 @@ mod tests {
             assert_eq!(parse(url).unwrap().protocol_given, given, "{url}");
         }
     }
-}
-
-/// Every node URL of one client: at least one, each well-formed, no node
-/// twice (the same node would vote against itself in Redlock).
-pub(crate) fn parse_all(urls: &[String]) -> Result<Vec<NodeUrl>, Error> {
-    if urls.is_empty() {
-        return Err(Error::invalid("at least one Redis URL is required"));
-    }
-    let parsed = urls
-        .iter()
-        .map(|u| parse(u))
-        .collect::<Result<Vec<_>, _>>()?;
-    for (i, url) in parsed.iter().enumerate() {
-        if parsed[..i]
-            .iter()
-            .any(|earlier| earlier.info.addr() == url.info.addr())
-        {
-            return Err(Error::invalid(format!(
-                "Redis node {:?} is listed twice; Redlock needs independent nodes",
-                url.redacted
-            )));
-        }
-    }
-    Ok(parsed)
 }
