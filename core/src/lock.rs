@@ -51,7 +51,8 @@ pub enum State {
     Held,
     /// A release or a compensating release is in flight.
     Releasing,
-    /// Finished: released, failed to acquire, or cancelled. Nothing in flight.
+    /// Finished: released, failed to acquire, or cancelled. Replies to an
+    /// abandoned renewal may still arrive; they are ignored.
     Done,
 }
 
