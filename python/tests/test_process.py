@@ -32,7 +32,6 @@ def _wait_child(pid: int, timeout: float) -> int:
         time.sleep(0.01)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: str, r: Redis, name: str) -> None:
     client = fencelock.Client(redis_url)
@@ -108,7 +107,6 @@ def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: s
     spare.close()
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_interrupts_blocking_acquire_promptly_and_leaves_nothing(redis_url: str, r: Redis, name: str) -> None:
     assert threading.current_thread() is threading.main_thread()
     holder_client = fencelock.Client(redis_url)

@@ -127,6 +127,53 @@ impl Drop for LeaseCore {
     }
 }
 
+/// `#[pymethods]` for a lease class, with the getters both classes share
+/// (each reads the one driver lease in `self.core`).
+macro_rules! lease_methods {
+    (impl $class:ident { $($methods:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            /// The lock name, as given (`str` or `bytes`).
+            #[getter]
+            fn name<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+                self.core.name.to_object(py)
+            }
+
+            /// The token stored in Redis. Readable on purpose; never in `repr`.
+            #[getter]
+            fn token(&self) -> String {
+                self.core.inner.token().to_owned()
+            }
+
+            /// The fencing token: strictly increasing per lock name.
+            #[getter]
+            fn fence(&self) -> u64 {
+                self.core.inner.fence()
+            }
+
+            /// The lease's TTL in seconds.
+            #[getter]
+            fn ttl(&self) -> f64 {
+                self.core.inner.ttl().as_secs_f64()
+            }
+
+            /// Seconds left before the lease must be assumed lost.
+            #[getter]
+            fn valid_for(&self) -> f64 {
+                self.core.inner.valid_for().as_secs_f64()
+            }
+
+            /// True once the lease is known to be lost.
+            #[getter]
+            fn lost(&self) -> bool {
+                self.core.inner.lost()
+            }
+
+            $($methods)*
+        }
+    };
+}
+
 /// A held lock (blocking API).
 #[pyclass(module = "fencelock", frozen, weakref)]
 #[derive(Debug)]
@@ -134,44 +181,8 @@ pub struct Lease {
     pub core: LeaseCore,
 }
 
-#[pymethods]
+lease_methods! {
 impl Lease {
-    /// The lock name, as given (`str` or `bytes`).
-    #[getter]
-    fn name<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.core.name.to_object(py)
-    }
-
-    /// The token stored in Redis. Readable on purpose; never in `repr`.
-    #[getter]
-    fn token(&self) -> String {
-        self.core.inner.token().to_owned()
-    }
-
-    /// The fencing token: strictly increasing per lock name.
-    #[getter]
-    fn fence(&self) -> u64 {
-        self.core.inner.fence()
-    }
-
-    /// The lease's TTL in seconds.
-    #[getter]
-    fn ttl(&self) -> f64 {
-        self.core.inner.ttl().as_secs_f64()
-    }
-
-    /// Seconds left before the lease must be assumed lost.
-    #[getter]
-    fn valid_for(&self) -> f64 {
-        self.core.inner.valid_for().as_secs_f64()
-    }
-
-    /// True once the lease is known to be lost.
-    #[getter]
-    fn lost(&self) -> bool {
-        self.core.inner.lost()
-    }
-
     /// Extend to `ttl` seconds from now (default: the lease's ttl).
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
@@ -203,6 +214,7 @@ impl Lease {
         self.core.repr(py, "Lease")
     }
 }
+}
 
 /// A held lock (asyncio API): `extend` and `release` return awaitables.
 #[pyclass(module = "fencelock", frozen, weakref)]
@@ -212,44 +224,8 @@ pub struct AsyncLease {
     event_loop: Py<PyAny>,
 }
 
-#[pymethods]
+lease_methods! {
 impl AsyncLease {
-    /// The lock name, as given (`str` or `bytes`).
-    #[getter]
-    fn name<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        self.core.name.to_object(py)
-    }
-
-    /// The token stored in Redis. Readable on purpose; never in `repr`.
-    #[getter]
-    fn token(&self) -> String {
-        self.core.inner.token().to_owned()
-    }
-
-    /// The fencing token: strictly increasing per lock name.
-    #[getter]
-    fn fence(&self) -> u64 {
-        self.core.inner.fence()
-    }
-
-    /// The lease's TTL in seconds.
-    #[getter]
-    fn ttl(&self) -> f64 {
-        self.core.inner.ttl().as_secs_f64()
-    }
-
-    /// Seconds left before the lease must be assumed lost.
-    #[getter]
-    fn valid_for(&self) -> f64 {
-        self.core.inner.valid_for().as_secs_f64()
-    }
-
-    /// True once the lease is known to be lost.
-    #[getter]
-    fn lost(&self) -> bool {
-        self.core.inner.lost()
-    }
-
     #[pyo3(signature = (ttl=None))]
     fn extend<'py>(
         &self,
@@ -302,6 +278,7 @@ impl AsyncLease {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         self.core.repr(py, "AsyncLease")
     }
+}
 }
 
 /// Make the Python lease object; register `on_lost` before anyone can see it.
