@@ -1,4 +1,4 @@
-// Type definitions for fencelock (Node.js). The API of DESIGN.md §4.
+// Type definitions for fencelock (Node.js): the public API of the README.
 
 /// <reference types="node" />
 

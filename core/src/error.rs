@@ -1,4 +1,4 @@
-//! The one error taxonomy (DESIGN.md §3), shared by every front end.
+//! The one error taxonomy, shared by every front end (see docs/architecture.md).
 
 use std::fmt;
 

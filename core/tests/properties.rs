@@ -171,7 +171,7 @@ proptest! {
 
     /// (b) ... and with a minority of nodes crashing and coming back (delayed
     /// restart) WITH their data. Fences are not promised when a node loses
-    /// its counter (DESIGN §2; see the `documented_gap_*` scenario).
+    /// its counter (README, "What a lock guarantees"; see the `documented_gap_*` scenario).
     #[test]
     fn fences_increase_redlock_with_node_loss(s in scenario(Just(5usize).boxed(), 2, true)) {
         let s = Scenario { divergent_counters: true, crashes_keep_data: true, ..s };
@@ -712,7 +712,7 @@ impl WaitCase {
         let (sim, h, w) = self.run(false);
         let start = self.start_ms * MS;
         // One round trip for the last attempt, plus one for the fence
-        // write-back when Redlock nodes disagreed (DESIGN §2: the fence is
+        // write-back when Redlock nodes disagreed (the fence is
         // written back before the lease is returned), or one for the
         // compensating releases a failure waits for (nothing left behind).
         let sent = &sim.leases[w].sent;

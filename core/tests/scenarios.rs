@@ -391,7 +391,7 @@ fn redlock_writes_the_maximum_fence_back_until_a_majority_holds_it() {
     }
 }
 
-/// DOCUMENTED GAP (DESIGN §2: fences increase across Redlock "as long as
+/// DOCUMENTED GAP (README: fences increase across Redlock "as long as
 /// nodes keep their data"). One node losing its counter is enough to break
 /// the majority-intersection argument, even with the delayed-restart rule:
 ///

@@ -1,4 +1,4 @@
-// Type-checked (tsc --noEmit) usage of the public API: DESIGN.md §4 plus the
+// Type-checked (tsc --noEmit) usage of the public API: the README's API plus the
 // error classes. Not executed; test/readme.test.js runs the README's snippets.
 import { Client, Lease, LockError, LockLostError, NotAcquiredError, RedisError, type LockOptions } from 'fencelock'
 

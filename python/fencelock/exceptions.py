@@ -1,4 +1,4 @@
-"""fencelock's exceptions (DESIGN.md §3).
+"""fencelock's exceptions (the README's error table).
 
 Bad arguments raise the built-in ``ValueError`` / ``TypeError`` before any
 Redis call. Everything else derives from :class:`LockError`. Messages name the

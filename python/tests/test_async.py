@@ -1,4 +1,4 @@
-"""DESIGN.md §2 semantics through `fencelock.AsyncClient` (asyncio)."""
+"""Lock semantics through `fencelock.AsyncClient` (asyncio)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The README's Python quick start runs as written, and the typed API
-example of DESIGN.md §4 passes `mypy --strict` with the shipped stubs."""
+example of the README's API passes `mypy --strict` with the shipped stubs."""
 
 from __future__ import annotations
 

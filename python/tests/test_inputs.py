@@ -1,4 +1,4 @@
-"""Every bad input of DESIGN.md §5: the right error type, raised before any
+"""Every bad input: the right error type, raised before any
 Redis call (nothing written), in sync and async form."""
 
 from __future__ import annotations

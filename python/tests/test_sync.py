@@ -1,4 +1,4 @@
-"""DESIGN.md §2 semantics through the blocking `fencelock.Client`."""
+"""Lock semantics through the blocking `fencelock.Client`."""
 
 from __future__ import annotations
 

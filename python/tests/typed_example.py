@@ -1,4 +1,4 @@
-"""DESIGN.md §4 (Python), checked by `mypy --strict` in test_docs.py.
+"""The public Python API, checked by `mypy --strict` in test_docs.py.
 Type-checked only: never executed."""
 
 from __future__ import annotations

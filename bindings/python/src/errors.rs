@@ -1,4 +1,4 @@
-//! `fencelock::Error` -> Python exceptions (DESIGN.md §3).
+//! `fencelock::Error` -> Python exceptions (the taxonomy of `core/src/error.rs`).
 //!
 //! The classes live in `fencelock/exceptions.py` (so `NotAcquired` can also be
 //! a `TimeoutError`); they are looked up once and cached.
