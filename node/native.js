@@ -1,6 +1,8 @@
 'use strict'
 // Loads the napi-rs addon built from bindings/node (`npm run build`).
-// Not public API: index.js wraps it.
+// Not public API: index.js wraps it. When the addon cannot load (no prebuilt
+// binary for this platform, a sandbox without native modules, or
+// FENCELOCK_FORCE_WASM=1 in tests), the error points to `fencelock/wasm`.
 const { join } = require('node:path')
 const { existsSync } = require('node:fs')
 
@@ -11,11 +13,30 @@ function abi() {
   return glibc ? '-gnu' : '-musl'
 }
 
-const file = `fencelock.${process.platform}-${process.arch}${abi()}.node`
-const path = join(__dirname, file)
-if (!existsSync(path)) {
-  throw new Error(
-    `fencelock: native addon ${file} is missing; build it with \`npm run build\` in ${__dirname}`,
+function unavailable(why, cause) {
+  const err = new Error(
+    `fencelock: the native addon cannot be loaded here (${why}). ` +
+      "Use the WebAssembly build with your application's Redis client instead: " +
+      "`const { Client } = require('fencelock/wasm'); const client = Client.fromRedis(new Redis(url))` " +
+      '(ioredis or node-redis; an array of clients is Redlock).',
+    cause ? { cause } : undefined,
   )
+  err.code = 'ERR_FENCELOCK_NATIVE_UNAVAILABLE'
+  return err
 }
-module.exports = require(path)
+
+function load() {
+  if (process.env.FENCELOCK_FORCE_WASM === '1') throw unavailable('FENCELOCK_FORCE_WASM=1 is set')
+  const file = `fencelock.${process.platform}-${process.arch}${abi()}.node`
+  const path = join(__dirname, file)
+  if (!existsSync(path)) {
+    throw unavailable(`${file} is missing; in a checkout, \`npm run build\` in ${__dirname} builds it`)
+  }
+  try {
+    return require(path)
+  } catch (err) {
+    throw unavailable(`${file} failed to load: ${err.message}`, err)
+  }
+}
+
+module.exports = load()

@@ -1,0 +1,226 @@
+'use strict'
+// The public Client and Lease classes over a backend handle: the napi addon
+// (index.js) or the WebAssembly driver (wasm/driver.js), which implement the
+// same small interface (acquire/tryAcquire/close; lease getters,
+// extend/release, lostMessage/watchLost; a CancelHandle class).
+//
+// Everything about locks happens in Rust (the driver or the wasm core). This
+// file only does what has to be JavaScript: AbortSignal plumbing,
+// Symbol.asyncDispose, withLock's callback, and hiding the token from
+// util.inspect / toString / JSON.
+const util = require('node:util')
+const { fromNative } = require('./errors.js')
+
+const kCreate = Symbol('fencelock.create')
+
+async function call(fn) {
+  try {
+    return await fn()
+  } catch (err) {
+    throw fromNative(err)
+  }
+}
+
+function signalOf(options) {
+  const signal = options !== null && typeof options === 'object' ? options.signal : undefined
+  if (signal === undefined || signal === null) return undefined
+  if (!(signal instanceof AbortSignal)) {
+    const e = new TypeError('options.signal must be an AbortSignal')
+    e.code = 'ERR_INVALID_ARG_TYPE'
+    throw e
+  }
+  return signal
+}
+
+// ------------------------------------------------------------------ lease
+
+/** A held lock. Its token never appears in inspect, toString or JSON. */
+class Lease {
+  #native
+  #name
+  #controller = null
+
+  constructor(key, handle) {
+    if (key !== kCreate) throw new TypeError('Lease objects come from Client#acquire()')
+    this.#native = handle
+    this.#name = handle.name
+  }
+
+  /** The lock name, as given to acquire (string or Buffer). */
+  get name() {
+    return this.#name
+  }
+  /** The random token stored in Redis (a UUID v4). Readable, never printed. */
+  get token() {
+    return this.#native.token
+  }
+  /** Fencing token: strictly increasing per lock name. */
+  get fence() {
+    return this.#native.fence
+  }
+  /** The TTL this lease was taken (and is extended) with, in ms. */
+  get ttl() {
+    return this.#native.ttl
+  }
+  /** Milliseconds left before the lease must be assumed lost. */
+  get validFor() {
+    return this.#native.validFor
+  }
+  /** True once the lease is known to be lost. */
+  get lost() {
+    return this.#native.lost || this.#controller?.signal.aborted === true
+  }
+  /** Aborted (with a LockLostError as reason) when the lease is lost. */
+  get signal() {
+    // Created on first use: leases nobody watches cost no watcher.
+    if (this.#controller === null) {
+      const controller = (this.#controller = new AbortController())
+      const abort = (message) => controller.abort(fromNative(new Error(message)))
+      const lost = this.#native.lostMessage()
+      if (lost !== null) {
+        abort(lost)
+      } else {
+        // Called once, from Rust, when the driver reports the loss. The
+        // callback holds only the controller, so an unreleased lease can
+        // still be garbage-collected; it never keeps the process alive.
+        this.#native.watchLost(abort)
+      }
+    }
+    return this.#controller.signal
+  }
+
+  /** Extend to `ttl` ms from now (default: the lease's ttl). */
+  extend(ttl) {
+    return call(() => this.#native.extend(ttl))
+  }
+
+  /** Release; LockLostError if it was lost; a second call is a no-op. */
+  release() {
+    return call(() => this.#native.release())
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.release()
+  }
+
+  #visible() {
+    return { name: this.#name, fence: this.fence, validFor: this.validFor, lost: this.lost }
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    if (depth < 0) return '[Lease]'
+    return `Lease ${(inspect ?? util.inspect)(this.#visible(), { ...options, depth: options.depth == null ? null : options.depth - 1 })}`
+  }
+
+  toString() {
+    const name = typeof this.#name === 'string' ? JSON.stringify(this.#name) : `<Buffer ${this.#name.length} bytes>`
+    return `Lease(name=${name}, fence=${this.fence})`
+  }
+
+  toJSON() {
+    const { name, fence, validFor, lost } = this.#visible()
+    return {
+      name: typeof name === 'string' ? name : name.toString('base64'),
+      fence: fence.toString(),
+      validFor,
+      lost,
+    }
+  }
+}
+Object.defineProperty(Lease.prototype, Symbol.toStringTag, { value: 'Lease' })
+
+// ------------------------------------------------------------------ client
+
+/**
+ * A lock client over one backend handle. The flavours subclass it with their
+ * constructor: `Client.connect(url)` (index.js), `Client.fromRedis(redis)`
+ * (wasm/index.js).
+ */
+class Client {
+  #native
+  #CancelHandle
+  #closed = false
+
+  constructor(key, handle, CancelHandle) {
+    if (key !== kCreate) throw new TypeError(`use ${new.target.howToCreate} to create a Client`)
+    this.#native = handle
+    this.#CancelHandle = CancelHandle
+  }
+
+  /** Acquire `name`, waiting up to `options.wait` ms (forever if undefined). */
+  acquire(name, options) {
+    return this.#acquire('acquire', name, options)
+  }
+
+  /** One attempt: the lease, or null if someone else holds the lock. */
+  tryAcquire(name, options) {
+    return this.#acquire('tryAcquire', name, options)
+  }
+
+  async #acquire(method, name, options) {
+    const signal = signalOf(options)
+    signal?.throwIfAborted()
+    // Abort -> backend cancel -> the driver gives up the acquire and sends a
+    // compensating release if the request may have reached Redis.
+    const cancel = signal ? new this.#CancelHandle() : undefined
+    const onAbort = () => cancel.cancel()
+    signal?.addEventListener('abort', onAbort, { once: true })
+    let handle
+    try {
+      handle = await this.#native[method](name, options, cancel)
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason
+      throw fromNative(err)
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+    if (handle == null) return null
+    if (signal?.aborted) {
+      // The abort raced the lock being granted: give it back, then report
+      // the abort the caller asked for.
+      await handle.release().catch(() => {})
+      throw signal.reason
+    }
+    return new Lease(kCreate, handle)
+  }
+
+  /**
+   * Run `fn(lease)` holding the lock; release on every exit path. Rejects
+   * with LockLostError if the lease was lost while fn ran (unless fn threw).
+   */
+  async withLock(name, options, fn) {
+    if (typeof fn !== 'function') {
+      const e = new TypeError('withLock needs a callback function as its third argument')
+      e.code = 'ERR_INVALID_ARG_TYPE'
+      throw e
+    }
+    const lease = await this.acquire(name, options)
+    let result
+    try {
+      result = await fn(lease)
+    } catch (err) {
+      await lease.release().catch(() => {})
+      throw err
+    }
+    await lease.release()
+    return result
+  }
+
+  /** Stop the client; held leases expire by their TTL. */
+  async close() {
+    if (this.#closed) return
+    this.#closed = true
+    await call(() => this.#native.close())
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.close()
+  }
+
+  [util.inspect.custom]() {
+    return `Client { closed: ${this.#closed} }`
+  }
+}
+Object.defineProperty(Client.prototype, Symbol.toStringTag, { value: 'Client' })
+
+module.exports = { Client, Lease, kCreate }
