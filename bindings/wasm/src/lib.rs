@@ -1,0 +1,497 @@
+//! wasm-bindgen glue between JavaScript and `fencelock-core`, for JS runtimes
+//! that cannot load the native addon (`fencelock/wasm` in the npm package).
+//!
+//! Like `bindings/node`, this crate only converts JavaScript values into the
+//! core's validated types and maps errors; the lock state machine is the
+//! core's. The JavaScript driver (`node/wasm/driver.js`) moves the core's
+//! commands to the application's Redis client and feeds the replies, release
+//! notifications and timer expiries back.
+//!
+//! Error protocol (the same as `bindings/node`, so `node/errors.js` maps both):
+//! every thrown error, and every error carried by an event, is a message
+//! `CODE: text` with CODE one of `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS` (the
+//! core's `Error::code()`), `INVALID_ARGUMENT` (JS `RangeError`) or
+//! `INVALID_TYPE` (JS `TypeError`).
+//!
+//! Time: every `now` is the host's monotonic clock in milliseconds
+//! (`performance.now()`); instants handed back use the same scale.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use fencelock_core::{
+    Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy, Script, State,
+    Token, Ttl, Wait,
+};
+use js_sys::{Array, Object, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+// ---------------------------------------------------------------- errors
+
+fn tag(code: &str, message: impl Display) -> String {
+    format!("{code}: {message}")
+}
+
+fn tagged(code: &str, message: impl Display) -> JsValue {
+    js_sys::Error::new(&tag(code, message)).into()
+}
+
+fn lock_error(error: Error) -> JsValue {
+    tagged(error.code(), error)
+}
+
+fn type_error(what: &str, expected: &str, got: &JsValue) -> JsValue {
+    tagged(
+        "INVALID_TYPE",
+        format!("{what} must be {expected}, not {}", describe(got)),
+    )
+}
+
+fn describe(value: &JsValue) -> &'static str {
+    if value.is_null() {
+        return "null";
+    }
+    match value.js_typeof().as_string().as_deref() {
+        Some("undefined") => "undefined",
+        Some("boolean") => "a boolean",
+        Some("number") => "a number",
+        Some("string") => "a string",
+        Some("symbol") => "a symbol",
+        Some("function") => "a function",
+        Some("bigint") => "a bigint",
+        Some("object") => "an object",
+        _ => "a value of unknown type",
+    }
+}
+
+// ---------------------------------------------------------------- arguments
+
+/// `undefined` and `null` both mean "not given", as in the napi binding.
+fn absent(value: &JsValue) -> bool {
+    value.is_undefined() || value.is_null()
+}
+
+fn field(object: &JsValue, key: &str) -> Result<JsValue, JsValue> {
+    Reflect::get(object, &JsValue::from_str(key))
+}
+
+fn number(what: &str, value: &JsValue, expected: &str) -> Result<f64, JsValue> {
+    value
+        .as_f64()
+        .ok_or_else(|| type_error(what, expected, value))
+}
+
+fn name_bytes(value: &JsValue) -> Result<Vec<u8>, JsValue> {
+    if let Some(text) = value.as_string() {
+        return Ok(text.into_bytes());
+    }
+    if let Some(bytes) = value.dyn_ref::<Uint8Array>() {
+        return Ok(bytes.to_vec());
+    }
+    Err(type_error("name", "a string or a Buffer", value))
+}
+
+fn ttl_arg(what: &str, value: &JsValue) -> Result<Option<Ttl>, JsValue> {
+    if absent(value) {
+        return Ok(None);
+    }
+    let ms = number(what, value, "a number of milliseconds")?;
+    Ttl::from_millis_f64(ms).map(Some).map_err(lock_error)
+}
+
+fn object_arg(what: &str, value: &JsValue) -> Result<Option<JsValue>, JsValue> {
+    if absent(value) {
+        Ok(None)
+    } else if value.is_object() {
+        Ok(Some(value.clone()))
+    } else {
+        Err(type_error(what, "an object", value))
+    }
+}
+
+fn instant(now_ms: f64) -> Instant {
+    let ms = if now_ms.is_finite() && now_ms > 0.0 {
+        now_ms
+    } else {
+        0.0
+    };
+    Instant::from_epoch(Duration::from_secs_f64(ms / 1000.0))
+}
+
+fn millis(at: Instant) -> f64 {
+    at.since_epoch().as_secs_f64() * 1000.0
+}
+
+// ---------------------------------------------------------------- client options
+
+/// A client's validated options: `{ prefix, responseTimeout }`.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct ClientConfig {
+    keys: KeySpace,
+    response_timeout_ms: f64,
+}
+
+#[wasm_bindgen]
+impl ClientConfig {
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: JsValue) -> Result<ClientConfig, JsValue> {
+        let mut config = ClientConfig {
+            keys: KeySpace::default(),
+            response_timeout_ms: 2000.0,
+        };
+        let Some(options) = object_arg("options", &options)? else {
+            return Ok(config);
+        };
+        let prefix = field(&options, "prefix")?;
+        if !absent(&prefix) {
+            let prefix = prefix
+                .as_string()
+                .ok_or_else(|| type_error("options.prefix", "a string", &prefix))?;
+            config.keys = KeySpace::new(prefix).map_err(lock_error)?;
+        }
+        let timeout = field(&options, "responseTimeout")?;
+        if !absent(&timeout) {
+            let ms = number(
+                "options.responseTimeout",
+                &timeout,
+                "a number of milliseconds",
+            )?;
+            if !(ms.is_finite() && ms > 0.0) {
+                return Err(tagged(
+                    "INVALID_ARGUMENT",
+                    "options.responseTimeout must be a positive, finite number of milliseconds",
+                ));
+            }
+            config.response_timeout_ms = ms;
+        }
+        Ok(config)
+    }
+
+    /// Milliseconds after which a command without a reply is an unknown outcome.
+    #[wasm_bindgen(getter, js_name = responseTimeout)]
+    pub fn response_timeout(&self) -> f64 {
+        self.response_timeout_ms
+    }
+}
+
+// ---------------------------------------------------------------- one acquire
+
+/// A validated acquire request (`name`, `{ ttl, wait, autoRenew }`), before
+/// it has its turn in the client's local queue for the name.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct LockSpec {
+    config: LockConfig,
+}
+
+#[wasm_bindgen]
+impl LockSpec {
+    /// Throws (tagged) on a bad name or option; nothing is sent then.
+    /// `try_once` (tryAcquire) validates `wait` too, then ignores it.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        client: &ClientConfig,
+        name: JsValue,
+        options: JsValue,
+        token: String,
+        nodes: usize,
+        seed: u64,
+        try_once: bool,
+    ) -> Result<LockSpec, JsValue> {
+        let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
+        let Some(options) = object_arg("options", &options)? else {
+            return Err(tagged(
+                "INVALID_TYPE",
+                "options must be an object with a ttl in milliseconds",
+            ));
+        };
+        let ttl = ttl_arg("options.ttl", &field(&options, "ttl")?)?.ok_or_else(|| {
+            tagged(
+                "INVALID_TYPE",
+                "options.ttl is required (a number of milliseconds)",
+            )
+        })?;
+        let wait = field(&options, "wait")?;
+        let wait = if absent(&wait) {
+            Wait::Forever
+        } else {
+            let ms = number("wait", &wait, "a number of milliseconds or undefined")?;
+            Wait::from_millis_f64(Some(ms)).map_err(lock_error)?
+        };
+        let auto_renew = field(&options, "autoRenew")?;
+        let auto_renew = if absent(&auto_renew) {
+            false
+        } else {
+            auto_renew
+                .as_bool()
+                .ok_or_else(|| type_error("options.autoRenew", "a boolean", &auto_renew))?
+        };
+        Ok(LockSpec {
+            config: LockConfig {
+                keys: client.keys.keys(&name),
+                name,
+                token: Token(token),
+                ttl,
+                wait: if try_once { Wait::TRY_ONCE } else { wait },
+                nodes,
+                auto_renew,
+                retry: RetryPolicy::default(),
+                seed,
+            },
+        })
+    }
+
+    /// The wait bound in ms (`undefined`: no bound), for the local queue.
+    #[wasm_bindgen(getter)]
+    pub fn wait(&self) -> Option<f64> {
+        match self.config.wait {
+            Wait::Forever => None,
+            Wait::Bounded(d) => Some(d.as_secs_f64() * 1000.0),
+        }
+    }
+
+    /// The lease's TTL in milliseconds.
+    #[wasm_bindgen(getter)]
+    pub fn ttl(&self) -> f64 {
+        self.config.ttl.as_millis() as f64
+    }
+
+    /// Identifies the name in the client's local queue (the exact bytes).
+    #[wasm_bindgen(getter, js_name = nameBytes)]
+    pub fn name_bytes(&self) -> Vec<u8> {
+        self.config.name.as_bytes().to_vec()
+    }
+
+    /// The tagged error for "the local queue did not give us a turn in time".
+    #[wasm_bindgen(js_name = notAcquiredMessage)]
+    pub fn not_acquired_message(&self) -> String {
+        let error = Error::NotAcquired {
+            name: self.config.name.clone(),
+        };
+        tag(error.code(), error)
+    }
+
+    /// The tagged error for an acquire cut short by `Client.close()`.
+    #[wasm_bindgen(js_name = closedMessage)]
+    pub fn closed_message(&self) -> String {
+        let error = Error::redis(Some(&self.config.name), "the client is closed");
+        tag(error.code(), error)
+    }
+
+    /// The lock, once it is this acquire's turn, `waited_ms` after the call.
+    pub fn start(&self, waited_ms: f64) -> WasmLock {
+        let mut config = self.config.clone();
+        if let Wait::Bounded(d) = config.wait {
+            let waited = Duration::from_secs_f64(waited_ms.max(0.0) / 1000.0);
+            config.wait = Wait::Bounded(d.saturating_sub(waited));
+        }
+        WasmLock {
+            lock: Lock::new(config),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the lock
+
+/// The core's [`Lock`], with JavaScript values in and out.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct WasmLock {
+    lock: Lock,
+}
+
+#[wasm_bindgen]
+impl WasmLock {
+    pub fn acquire(&mut self, now: f64) -> Result<(), JsValue> {
+        self.lock.acquire(instant(now)).map_err(lock_error)
+    }
+
+    /// `ttl`: ms, or `undefined` for the lease's own TTL.
+    pub fn extend(&mut self, now: f64, ttl: JsValue) -> Result<(), JsValue> {
+        let ttl = ttl_arg("ttl", &ttl)?;
+        self.lock.extend(instant(now), ttl).map_err(lock_error)
+    }
+
+    pub fn release(&mut self, now: f64) -> Result<(), JsValue> {
+        self.lock.release(instant(now)).map_err(lock_error)
+    }
+
+    pub fn cancel(&mut self, now: f64) {
+        self.lock.cancel(instant(now));
+    }
+
+    /// The server's reply (`null`, number, string, bytes, or an array of those).
+    #[wasm_bindgen(js_name = handleReply)]
+    pub fn handle_reply(&mut self, now: f64, id: f64, reply: JsValue) {
+        self.input(now, id, to_reply(&reply));
+    }
+
+    /// The server answered with an error (WRONGTYPE, NOPERM, ...).
+    #[wasm_bindgen(js_name = handleError)]
+    pub fn handle_error(&mut self, now: f64, id: f64, message: String) {
+        self.input(now, id, Reply::Error(message));
+    }
+
+    /// The command may or may not have run (connection lost, timed out).
+    #[wasm_bindgen(js_name = handleUnknown)]
+    pub fn handle_unknown(&mut self, now: f64, id: f64, message: String) {
+        self.input(now, id, Reply::Unknown(message));
+    }
+
+    #[wasm_bindgen(js_name = handleWakeup)]
+    pub fn handle_wakeup(&mut self, now: f64) {
+        self.lock.handle_wakeup(instant(now));
+    }
+
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(&mut self, now: f64) {
+        self.lock.handle_timeout(instant(now));
+    }
+
+    /// `{ id, node, sha, keys: Uint8Array[], args: Uint8Array[] }` or undefined.
+    #[wasm_bindgen(js_name = pollCommand)]
+    pub fn poll_command(&mut self) -> JsValue {
+        let Some(command) = self.lock.poll_command() else {
+            return JsValue::UNDEFINED;
+        };
+        let bytes = |items: &[Vec<u8>]| -> Array {
+            items
+                .iter()
+                .map(|item| JsValue::from(Uint8Array::from(item.as_slice())))
+                .collect()
+        };
+        record(&[
+            ("id", JsValue::from(command.id.0 as f64)),
+            ("node", JsValue::from(command.node as f64)),
+            ("sha", JsValue::from_str(command.script.sha1())),
+            ("keys", bytes(&command.keys).into()),
+            ("args", bytes(&command.args).into()),
+        ])
+    }
+
+    /// When to call `handleTimeout` next (ms on the `now` clock), if ever.
+    #[wasm_bindgen(js_name = pollTimeout)]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.lock.poll_timeout().map(millis)
+    }
+
+    /// `{ type, fence?, error? }` or undefined; `error` is a tagged message.
+    #[wasm_bindgen(js_name = pollEvent)]
+    pub fn poll_event(&mut self) -> JsValue {
+        let Some(event) = self.lock.poll_event() else {
+            return JsValue::UNDEFINED;
+        };
+        let kind = |name: &str| ("type", JsValue::from_str(name));
+        let error = |e: Error| ("error", JsValue::from(tag(e.code(), e)));
+        match event {
+            Event::Subscribe => record(&[kind("subscribe")]),
+            Event::Unsubscribe => record(&[kind("unsubscribe")]),
+            Event::Acquired { fence, .. } => {
+                record(&[kind("acquired"), ("fence", JsValue::from(fence))])
+            }
+            Event::AcquireFailed(e) => record(&[kind("acquireFailed"), error(e)]),
+            Event::Extended { .. } => record(&[kind("extended")]),
+            Event::ExtendFailed(e) => record(&[kind("extendFailed"), error(e)]),
+            Event::Released(Ok(())) => record(&[kind("released")]),
+            Event::Released(Err(e)) => record(&[kind("released"), error(e)]),
+            Event::Lost => record(&[kind("lost")]),
+        }
+    }
+
+    /// `idle`, `acquiring`, `held`, `releasing` or `done`.
+    #[wasm_bindgen(getter)]
+    pub fn state(&self) -> String {
+        match self.lock.state() {
+            State::Idle => "idle",
+            State::Acquiring => "acquiring",
+            State::Held => "held",
+            State::Releasing => "releasing",
+            State::Done => "done",
+        }
+        .to_owned()
+    }
+
+    /// Whole milliseconds of validity left at `now`; 0 once lost or released.
+    #[wasm_bindgen(js_name = validFor)]
+    pub fn valid_for(&self, now: f64) -> f64 {
+        self.lock.valid_for(instant(now)).as_millis() as f64
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn lost(&self) -> bool {
+        self.lock.is_lost()
+    }
+
+    /// The tagged `LOCK_LOST` message for this lease.
+    #[wasm_bindgen(js_name = lostMessage)]
+    pub fn lost_message(&self) -> String {
+        let error = Error::LockLost {
+            name: self.lock.name().clone(),
+        };
+        tag(error.code(), error)
+    }
+
+    /// The pub/sub channel release notifications arrive on.
+    #[wasm_bindgen(getter)]
+    pub fn channel(&self) -> Vec<u8> {
+        self.lock.keys().channel.clone()
+    }
+}
+
+impl WasmLock {
+    fn input(&mut self, now: f64, id: f64, reply: Reply) {
+        self.lock
+            .handle_reply(instant(now), fencelock_core::CommandId(id as u64), reply);
+    }
+}
+
+/// The source of the script with this SHA1, for `EVAL` after `NOSCRIPT`.
+#[wasm_bindgen(js_name = scriptSource)]
+pub fn script_source(sha: &str) -> Option<String> {
+    Script::ALL
+        .iter()
+        .find(|s| s.sha1() == sha)
+        .map(|s| s.source().to_owned())
+}
+
+fn record(fields: &[(&str, JsValue)]) -> JsValue {
+    let object = Object::new();
+    for (key, value) in fields {
+        // Setting a plain property on a fresh object cannot fail.
+        let _ = Reflect::set(&object, &JsValue::from_str(key), value);
+    }
+    object.into()
+}
+
+/// A JavaScript Redis reply as the core's [`Reply`]. Anything else is an
+/// unknown outcome: the core then assumes the script may have run.
+fn to_reply(value: &JsValue) -> Reply {
+    if absent(value) {
+        return Reply::Nil;
+    }
+    if let Some(n) = value.as_f64() {
+        return if n.fract() == 0.0 && n.abs() < 9.2e18 {
+            Reply::Int(n as i64)
+        } else {
+            Reply::Unknown(format!("a non-integer number {n} in a reply"))
+        };
+    }
+    if value.is_bigint() {
+        return match i64::try_from(value.clone()) {
+            Ok(n) => Reply::Int(n),
+            Err(_) => Reply::Unknown("an integer reply out of range".to_owned()),
+        };
+    }
+    if let Some(text) = value.as_string() {
+        return Reply::Bulk(text.into_bytes());
+    }
+    if let Some(bytes) = value.dyn_ref::<Uint8Array>() {
+        return Reply::Bulk(bytes.to_vec());
+    }
+    if let Some(items) = value.dyn_ref::<Array>() {
+        return Reply::Array(items.iter().map(|item| to_reply(&item)).collect());
+    }
+    Reply::Unknown(format!("a reply of type {}", describe(value)))
+}

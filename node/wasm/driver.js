@@ -1,0 +1,465 @@
+'use strict'
+// The WebAssembly flavour's IO driver: the JavaScript twin of the Rust
+// driver's lease actor (bindings/driver/src/driver.rs). One Actor pumps one
+// core lock: it runs the core's commands on the application's Redis clients
+// (EVALSHA, EVAL on NOSCRIPT), feeds the replies, release notifications and
+// timer expiries back unchanged, and turns the core's events into promises.
+// Every decision about locks is the core's (bindings/wasm -> fencelock-core).
+//
+// The objects here implement the backend interface of ../client.js, so the
+// public Client and Lease classes are the very ones of the native flavour.
+const { randomUUID, getRandomValues } = require('node:crypto')
+const { Buffer } = require('node:buffer')
+const { performance } = require('node:perf_hooks')
+const core = require('./core.js')
+const { NameQueues } = require('./queue.js')
+const { Notifier } = require('./notifier.js')
+
+/** The core's clock: monotonic milliseconds. */
+const now = () => performance.now()
+
+const buffer = (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+function seed() {
+  const word = new BigUint64Array(1)
+  getRandomValues(word)
+  return word[0]
+}
+
+/** Lock timers never keep the process alive (as with the native addon). */
+function unrefTimer(timer) {
+  if (typeof timer?.unref === 'function') timer.unref()
+  else if (typeof Deno !== 'undefined') Deno.unrefTimer(timer) // eslint-disable-line no-undef
+  return timer
+}
+
+/** Cancels one pending acquire (the caller's AbortSignal fired). */
+class CancelHandle {
+  #listeners = []
+  cancelled = false
+
+  cancel() {
+    if (this.cancelled) return
+    this.cancelled = true
+    for (const fn of this.#listeners.splice(0)) fn()
+  }
+
+  onCancel(fn) {
+    if (this.cancelled) queueMicrotask(fn)
+    else this.#listeners.push(fn)
+  }
+}
+
+/**
+ * Runs one core command on its node: `[kind, value]` with kind `reply`,
+ * `error` (the server refused) or `unknown` (it may have run).
+ */
+function run(adapter, command, responseTimeout) {
+  const keys = command.keys.map(buffer)
+  const args = command.args.map(buffer)
+  const attempt = async () => {
+    try {
+      return ['reply', await adapter.evalsha(command.sha, keys, args)]
+    } catch (err) {
+      if (!adapter.isServerError(err)) return ['unknown', messageOf(err)]
+      if (!/^NOSCRIPT/.test(err.message)) return ['error', err.message]
+    }
+    // SCRIPT FLUSH, a restart or a failover emptied the script cache: EVAL
+    // runs the source and caches it again, so the next EVALSHA hits.
+    try {
+      return ['reply', await adapter.eval(core.scriptSource(command.sha), keys, args)]
+    } catch (err) {
+      return [adapter.isServerError(err) ? 'error' : 'unknown', messageOf(err)]
+    }
+  }
+  let timer
+  const late = new Promise((resolve) => {
+    timer = unrefTimer(setTimeout(() => resolve(['unknown', `no reply within ${responseTimeout} ms`]), responseTimeout))
+  })
+  return Promise.race([attempt(), late]).finally(() => clearTimeout(timer))
+}
+
+function messageOf(err) {
+  return err instanceof Error ? err.message : String(err)
+}
+
+// ------------------------------------------------------------------ client
+
+/** The backend of one `fencelock/wasm` Client: N adapters (N > 1: Redlock). */
+class WasmClient {
+  #adapters
+  #config
+  #queues = new NameQueues()
+  #notifier
+  #actors = new Set()
+  #closed = false
+
+  constructor(adapters, options) {
+    this.#config = new core.ClientConfig(options)
+    this.#adapters = adapters
+    this.#notifier = new Notifier(adapters)
+  }
+
+  acquire(name, options, cancel) {
+    return this.#start(name, options, cancel, false)
+  }
+
+  tryAcquire(name, options, cancel) {
+    return this.#start(name, options, cancel, true)
+  }
+
+  #start(name, options, cancel, tryOnce) {
+    // Throws (tagged) on bad arguments, before anything is sent.
+    const token = randomUUID()
+    const spec = new core.LockSpec(this.#config, name, options, token, this.#adapters.length, seed(), tryOnce)
+    if (this.#closed) throw new Error(spec.closedMessage())
+    const shown = Buffer.isBuffer(name) ? Buffer.from(name) : name
+    return new Promise((resolve, reject) => {
+      const actor = new Actor(this, spec, shown, token, { resolve, reject, tryOnce })
+      this.#actors.add(actor)
+      actor.start(cancel)
+    })
+  }
+
+  // For actors.
+  get adapters() {
+    return this.#adapters
+  }
+  get responseTimeout() {
+    return this.#config.responseTimeout
+  }
+  get queues() {
+    return this.#queues
+  }
+  get notifier() {
+    return this.#notifier
+  }
+  finished(actor) {
+    this.#actors.delete(actor)
+  }
+
+  /**
+   * Pending acquires fail with a RedisError (their compensating releases
+   * still run), held leases stop renewing and expire by their TTL, and the
+   * adapters' own subscriber connections close. The app's clients stay open.
+   */
+  async close() {
+    this.#closed = true
+    for (const actor of [...this.#actors]) actor.close()
+    await Promise.all(this.#adapters.map((a) => a.close()))
+  }
+}
+
+// ------------------------------------------------------------------ actor
+
+class Actor {
+  #client
+  #spec
+  #name
+  #token
+  #caller // { resolve, reject, tryOnce } until the acquire is answered
+  #lock = null
+  #turn = null
+  #subscription = null
+  #timer = undefined
+  #armed = undefined
+  #inflight = 0
+  #requests = [] // lease requests waiting for the one in progress
+  #pending = null // { kind, resolve, reject }
+  #lease = null
+  #abandoned = false // acquired after the caller left: release, then stop
+  #closing = false
+  #over = false // released: nothing is valid any more
+  #lostWatchers = []
+  #abandon = []
+  cancelled = false // read by the local queue
+
+  constructor(client, spec, name, token, caller) {
+    this.#client = client
+    this.#spec = spec
+    this.#name = name
+    this.#token = token
+    this.#caller = caller
+  }
+
+  // ---- the local queue's view of us
+  abandon(fn) {
+    this.#abandon.push(fn)
+  }
+
+  async start(cancel) {
+    cancel?.onCancel(() => this.#cancel())
+    const started = now()
+    const wait = this.#spec.wait
+    const key = Buffer.from(this.#spec.nameBytes).toString('latin1')
+    const turn = await this.#client.queues.take(key, this, wait === undefined ? undefined : started + wait, now)
+    if (turn === null) {
+      if (this.#caller !== null) this.#answer(null, this.#spec.notAcquiredMessage())
+      return this.#finish()
+    }
+    this.#turn = turn
+    if (this.#caller === null) {
+      // Cancelled or closed while queued.
+      turn.release()
+      return this.#finish()
+    }
+    this.#lock = this.#spec.start(now() - started)
+    try {
+      this.#lock.acquire(now())
+    } catch (err) {
+      this.#answer(null, null, err)
+      return this.#finish()
+    }
+    this.#pump()
+  }
+
+  #cancel() {
+    if (this.#caller === null) return
+    this.cancelled = true
+    // The caller rejects with the signal's reason; nobody reads this.
+    this.#answer(null, null, new Error('ABORTED: the operation was aborted'))
+    if (this.#lock === null) {
+      for (const fn of this.#abandon.splice(0)) fn()
+      return
+    }
+    this.#lock.cancel(now())
+    this.#pump()
+  }
+
+  close() {
+    this.#closing = true
+    if (this.#caller !== null) {
+      this.#answer(null, this.#spec.closedMessage())
+      if (this.#lock === null) {
+        for (const fn of this.#abandon.splice(0)) fn()
+        return
+      }
+      this.#lock.cancel(now())
+    }
+    if (this.#lock !== null) this.#pump()
+  }
+
+  /** Settle the acquire: a lease handle, or a tagged error message. */
+  #answer(lease, message, error) {
+    const caller = this.#caller
+    if (caller === null) return false
+    this.#caller = null
+    if (lease !== null) caller.resolve(lease)
+    else if (caller.tryOnce && message?.startsWith('NOT_ACQUIRED:')) caller.resolve(null)
+    else caller.reject(error ?? new Error(message))
+    return true
+  }
+
+  // ---- the pump: drain commands and events after every input
+
+  #pump() {
+    const lock = this.#lock
+    for (;;) {
+      let progressed = false
+      for (let c = lock.pollCommand(); c !== undefined; c = lock.pollCommand()) {
+        progressed = true
+        this.#send(c)
+      }
+      for (let e = lock.pollEvent(); e !== undefined; e = lock.pollEvent()) {
+        progressed = true
+        this.#onEvent(e)
+      }
+      if (!progressed && this.#pending === null && this.#requests.length > 0 && !this.#closing) {
+        this.#onRequest(this.#requests.shift())
+        continue
+      }
+      if (!progressed) break
+    }
+    this.#arm()
+    if (this.#inflight === 0 && this.#caller === null) {
+      const state = lock.state
+      const stopped = state === 'done' || (this.#closing && state === 'held' && this.#pending === null)
+      if (stopped && (this.#lease === null || this.#abandoned || this.#closing || this.#over)) this.#finish()
+    }
+  }
+
+  #send(command) {
+    this.#inflight++
+    const adapter = this.#client.adapters[command.node]
+    run(adapter, command, this.#client.responseTimeout).then(([kind, value]) => {
+      this.#inflight--
+      const lock = this.#lock
+      if (kind === 'reply') lock.handleReply(now(), command.id, value)
+      else if (kind === 'error') lock.handleError(now(), command.id, value)
+      else lock.handleUnknown(now(), command.id, value)
+      this.#pump()
+    })
+  }
+
+  #arm() {
+    const at = this.#closing && this.#lock.state === 'held' ? undefined : this.#lock.pollTimeout()
+    if (at === this.#armed) return
+    clearTimeout(this.#timer)
+    this.#armed = at
+    if (at === undefined) return
+    this.#timer = unrefTimer(
+      setTimeout(() => {
+        this.#armed = undefined
+        // Never earlier than asked, whatever the timer's rounding.
+        this.#lock.handleTimeout(Math.max(now(), at))
+        this.#pump()
+      }, Math.max(0, Math.ceil(at - now()))),
+    )
+  }
+
+  #finish() {
+    clearTimeout(this.#timer)
+    this.#armed = undefined
+    this.#subscription?.close()
+    this.#subscription = null
+    this.#turn?.release()
+    this.#turn = null
+    this.#client.finished(this)
+  }
+
+  #onEvent(event) {
+    const lock = this.#lock
+    switch (event.type) {
+      case 'subscribe':
+        this.#subscription = this.#client.notifier.subscribe(buffer(lock.channel), () => {
+          if (this.#lock.state !== 'acquiring') return
+          this.#lock.handleWakeup(now())
+          this.#pump()
+        })
+        break
+      case 'unsubscribe':
+        this.#subscription?.close()
+        this.#subscription = null
+        break
+      case 'acquired': {
+        this.#subscription?.close()
+        this.#subscription = null
+        this.#lease = new LeaseHandle(this, this.#name, this.#token, this.#spec.ttl, event.fence)
+        if (!this.#answer(this.#lease)) {
+          // The caller gave up just as we won: do not leave it held.
+          this.#abandoned = true
+          lock.release(now())
+        }
+        break
+      }
+      case 'acquireFailed':
+        this.#subscription?.close()
+        this.#subscription = null
+        this.#turn?.release()
+        this.#turn = null
+        this.#answer(null, event.error)
+        break
+      case 'extended':
+        this.#settle('extend')
+        break
+      case 'extendFailed':
+        this.#settle('extend', event.error)
+        break
+      case 'released':
+        this.#over = true
+        this.#turn?.release()
+        this.#turn = null
+        this.#subscription?.close()
+        this.#subscription = null
+        this.#lostWatchers = []
+        this.#settle('release', event.error)
+        break
+      case 'lost': {
+        // The next local waiter may try now.
+        this.#turn?.release()
+        this.#turn = null
+        const message = lock.lostMessage()
+        for (const fn of this.#lostWatchers.splice(0)) fn(message)
+        break
+      }
+    }
+  }
+
+  #settle(kind, message) {
+    const pending = this.#pending
+    if (pending === null || pending.kind !== kind) return
+    this.#pending = null
+    if (message === undefined) pending.resolve()
+    else pending.reject(new Error(message))
+  }
+
+  #onRequest(request) {
+    try {
+      if (request.kind === 'extend') this.#lock.extend(now(), request.ttl)
+      else this.#lock.release(now())
+      this.#pending = request
+    } catch (err) {
+      request.reject(err)
+    }
+  }
+
+  // ---- for the lease handle
+
+  request(kind, ttl) {
+    return new Promise((resolve, reject) => {
+      this.#requests.push({ kind, ttl, resolve, reject })
+      this.#pump()
+    })
+  }
+  get lock() {
+    return this.#lock
+  }
+  get over() {
+    return this.#over
+  }
+  watchLost(fn) {
+    if (!this.#over) this.#lostWatchers.push(fn)
+  }
+}
+
+// ------------------------------------------------------------------ lease
+
+/** The backend half of a Lease (../client.js wraps it). */
+class LeaseHandle {
+  #actor
+  #name
+  #token
+  #fence
+  #ttl
+
+  constructor(actor, name, token, ttl, fence) {
+    this.#actor = actor
+    this.#name = name
+    this.#token = token
+    this.#ttl = ttl
+    this.#fence = fence
+  }
+
+  get name() {
+    return this.#name
+  }
+  get token() {
+    return this.#token
+  }
+  get fence() {
+    return this.#fence
+  }
+  get ttl() {
+    return this.#ttl
+  }
+  get validFor() {
+    return this.#actor.over ? 0 : this.#actor.lock.validFor(now())
+  }
+  get lost() {
+    return this.#actor.lock.lost
+  }
+  lostMessage() {
+    return this.#actor.lock.lost ? this.#actor.lock.lostMessage() : null
+  }
+  watchLost(callback) {
+    this.#actor.watchLost(callback)
+  }
+  extend(ttl) {
+    return this.#actor.request('extend', ttl)
+  }
+  release() {
+    return this.#actor.request('release')
+  }
+}
+
+module.exports = { WasmClient, CancelHandle }

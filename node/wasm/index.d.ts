@@ -1,0 +1,56 @@
+// Type definitions for fencelock/wasm: the API of `fencelock`, over the
+// application's own Redis client(s). Leases and errors are the same classes.
+
+/// <reference types="node" />
+
+import type { Lease, LockName, LockOptions } from '../index.js'
+export { Lease, LockError, NotAcquiredError, LockLostError, RedisError } from '../index.js'
+export type { LockName, LockOptions } from '../index.js'
+
+/** Options of {@link Client.fromRedis}. */
+export interface FromRedisOptions {
+  /** Key prefix (default `"fencelock:"`); must not contain braces. */
+  prefix?: string
+  /** Milliseconds to wait for each Redis reply before the outcome counts as unknown (default 2000). */
+  responseTimeout?: number
+}
+
+/** The interface `fencelock/wasm` needs from a Redis client; ioredis and node-redis have built-in adapters. */
+export interface RedisAdapter {
+  /** `EVALSHA sha numkeys ...keys ...args`; rejects with a server error starting with `NOSCRIPT` when uncached. */
+  evalsha(sha: string, keys: Buffer[], args: Buffer[]): Promise<unknown>
+  /** `EVAL source numkeys ...keys ...args` (after NOSCRIPT). */
+  eval(source: string, keys: Buffer[], args: Buffer[]): Promise<unknown>
+  /** True if the server answered with an error (not a connection failure or timeout). */
+  isServerError(err: unknown): boolean
+  /** SUBSCRIBE on a separate connection; resolves once the server confirmed. */
+  subscribe(channel: Buffer, onMessage: () => void): Promise<void>
+  unsubscribe(channel: Buffer): Promise<void>
+  /** Close what the adapter opened (its subscriber connection), never the app's client. */
+  close(): Promise<void>
+}
+
+/** An ioredis `Redis`/`Cluster`, a connected node-redis client (v4+), or a {@link RedisAdapter}. */
+export type RedisLike = object
+
+/** A lock client driving the app's Redis client(s) through the WebAssembly core. */
+export declare class Client implements AsyncDisposable {
+  private constructor()
+  /**
+   * One client: a single Redis; an array of independent nodes' clients: Redlock.
+   * Not a Redis client: TypeError; a bad option: TypeError/RangeError.
+   */
+  static fromRedis(redis: RedisLike | readonly RedisLike[], options?: FromRedisOptions): Client
+  acquire(name: LockName, options: LockOptions): Promise<Lease>
+  tryAcquire(name: LockName, options: LockOptions): Promise<Lease | null>
+  withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** Stop: pending acquires fail, held leases expire by their TTL; the app's Redis clients stay open. */
+  close(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** The built-in adapters, for wrapping explicitly. */
+export declare const adapters: {
+  ioredis(client: object): RedisAdapter
+  nodeRedis(client: object): RedisAdapter
+}

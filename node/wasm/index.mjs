@@ -1,0 +1,5 @@
+// ESM entry of fencelock/wasm: the CommonJS module's classes (one instance
+// of each, so `instanceof` works across `import` and `require`).
+import cjs from './index.js'
+
+export const { Client, Lease, LockError, NotAcquiredError, LockLostError, RedisError, adapters } = cjs
