@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# The core must stay sans-IO and portable: build it for wasm32-unknown-unknown
-# and check its normal dependency tree has no IO/RNG crates.
+# WebAssembly suite (`make test` runs it through ci/test.sh; runs alone too):
+#  1. the core stays sans-IO and portable: no IO/RNG crates in its tree, and
+#     it builds for wasm32-unknown-unknown;
+#  2. the npm package's fencelock/wasm: npm ci when needed, `npm run
+#     build:wasm` (bindings/wasm -> node/wasm/pkg, wasm-bindgen-cli into
+#     .build/tools), its size reported;
+#  3. its tests against real redis-servers, with FENCELOCK_FORCE_WASM=1 so
+#     the native addon is never used: node:test under Node 20
+#     (node/test/wasm/*.test.js), then the same runtime check
+#     (node/test/wasm/runtimes.mjs) under Node, Bun and Deno, each through
+#     ioredis and node-redis.
+# Uses FENCELOCK_TEST_REDIS_URL / FENCELOCK_TEST_REDLOCK_URLS when the harness
+# set them, else starts private servers (ci/redis.sh) and stops them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
+cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
+[ -d "$cargo_bin" ] && export PATH="$cargo_bin:$PATH"
 
 # 1. No tokio/redis/rand/uuid (nor getrandom/mio) in the core, on any target.
 #    rustup's cargo reads the tree; dev-dependencies (proptest) are excluded.
@@ -28,4 +42,27 @@ PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
   --target wasm32-unknown-unknown --release
 
 [ -s "$rlib" ] || { echo "test-wasm: $rlib missing" >&2; exit 1; }
-echo "test-wasm: ok, $(du -h "$rlib" | cut -f1) $rlib"
+echo "test-wasm: core ok, $(du -h "$rlib" | cut -f1) $rlib"
+
+# 3. The npm package's WebAssembly flavour.
+cd "$root/node"
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  FENCELOCK_SKIP_ADDON_BUILD=1 npm ci --no-audit --no-fund
+fi
+npm run --silent build:wasm
+
+if [ -z "${FENCELOCK_TEST_REDIS_URL:-}" ]; then
+  export FENCELOCK_REDIS_RUN_DIR=$root/.build/wasm-redis
+  trap 'bash "$root/ci/redis.sh" stop' EXIT
+  bash "$root/ci/redis.sh" start
+  set -a; . "$FENCELOCK_REDIS_RUN_DIR/env"; set +a
+fi
+export FENCELOCK_FORCE_WASM=1
+
+echo "test-wasm: node --test test/wasm"
+node --test --test-concurrency=1 test/wasm/*.test.js
+for runtime in node node_modules/.bin/bun "node_modules/.bin/deno run --allow-all"; do
+  echo "test-wasm: $runtime test/wasm/runtimes.mjs"
+  $runtime test/wasm/runtimes.mjs
+done
+echo "test-wasm: ok"
