@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Cross-language suite (`make test` runs it through ci/test.sh; runs alone too):
 #  1. the conformance vectors (tests/vectors/*.json) through Python's and
-#     Node's public APIs (Rust checks them in `cargo test`: tests/conformance);
-#  2. interop: one lock shared by Rust, Python and Node agents, every direction;
-#  3. wire-level sameness: the same scenario from Rust, Python and Node under
-#     MONITOR, the three masked command streams compared.
+#     Node's public APIs, Node both native and fencelock/wasm (Rust checks
+#     them in `cargo test`: tests/conformance);
+#  2. interop: one lock shared by Rust, Python, Node and wasm agents, every
+#     direction;
+#  3. wire-level sameness: the same scenario from Rust, Python, Node and wasm
+#     under MONITOR, the four masked command streams compared.
 # Uses FENCELOCK_TEST_REDIS_URL when the harness set it, else private
 # redis-servers. Needs the Python package in .build/venv and the Node addon
 # (ci/test-python.sh, ci/test-node.sh build them); builds them if missing.
@@ -15,6 +17,8 @@ cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 [ -d "$cargo_bin" ] && export PATH="$cargo_bin:$PATH"
 
 bash demo/build.sh
+# fencelock/wasm for the wasm flavour (ci/test-wasm.sh built it under make test).
+[ -f node/wasm/pkg/fencelock_wasm.js ] || (cd node && npm run --silent build:wasm)
 venv="${FENCELOCK_PY_VENV:-$root/.build/venv}"
 
 echo "test-interop: cargo build -p fencelock-conformance (Rust agent)"
@@ -28,9 +32,11 @@ echo "test-interop: pytest tests/python"
 "$venv/bin/pytest" -q -p no:cacheprovider --timeout 120 tests/python || rc=1
 echo "test-interop: node --test tests/node"
 node --test --test-concurrency=1 tests/node/*.test.js || rc=1
+echo "test-interop: node --test tests/node, fencelock/wasm flavour (ci/test-wasm.sh built it)"
+FENCELOCK_NODE_FLAVOUR=wasm FENCELOCK_FORCE_WASM=1 node --test --test-concurrency=1 tests/node/*.test.js || rc=1
 
-echo "test-interop: the three MONITOR streams are identical"
-for lang in python node; do
+echo "test-interop: the four MONITOR streams (Rust, Python, Node, wasm) are identical"
+for lang in python node wasm; do
   if ! cmp -s "$FENCELOCK_WIRE_DIR/rust.txt" "$FENCELOCK_WIRE_DIR/$lang.txt"; then
     echo "test-interop: $lang's command stream differs from Rust's:" >&2
     diff "$FENCELOCK_WIRE_DIR/rust.txt" "$FENCELOCK_WIRE_DIR/$lang.txt" >&2 || true

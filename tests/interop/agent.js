@@ -1,10 +1,15 @@
 'use strict'
 // Interop agent, Node side: one fencelock Client driven by JSON lines on
 // stdin (protocol: tests/python/test_interop.py), one reply line per request.
-// Usage: node agent.js REDIS_URL[,URL2,...] (several: Redlock)
-const path = require('node:path')
+// Usage: node agent.js [--wasm] REDIS_URL[,URL2,...] (several: Redlock;
+// --wasm: fencelock/wasm over ioredis clients instead of the native addon)
 const readline = require('node:readline')
-const fencelock = require(path.join(__dirname, '..', '..', 'node'))
+
+if (process.argv[2] === '--wasm') {
+  process.env.FENCELOCK_NODE_FLAVOUR = 'wasm'
+  process.argv.splice(2, 1)
+}
+const { fencelock, connect, name: lang } = require('../node/flavour.js')
 
 const ERRORS = new Map([
   [fencelock.NotAcquiredError, 'NotAcquired'],
@@ -39,9 +44,9 @@ async function handle(client, leases, req) {
 
 async function main() {
   const urls = process.argv[2].split(',') // several URLs: Redlock
-  const client = await fencelock.Client.connect(urls.length > 1 ? urls : urls[0])
+  const client = await connect(urls.length > 1 ? urls : urls[0])
   const leases = new Map()
-  console.log(JSON.stringify({ ready: true, lang: 'node' }))
+  console.log(JSON.stringify({ ready: true, lang }))
   for await (const line of readline.createInterface({ input: process.stdin })) {
     let reply
     try {

@@ -6,9 +6,8 @@
 // same files.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const path = require('node:path')
 const { ROOT, vectors, asBytes, asName, number, Redis, Monitor, scriptCalls, TOKEN, redisUrlOrServer } = require('../support/fltest.js')
-const fencelock = require(path.join(ROOT, 'node'))
+const { fencelock, connect } = require('./flavour.js') // FENCELOCK_NODE_FLAVOUR=wasm: fencelock/wasm
 
 const COMMANDS = vectors('commands.json')
 const SCRIPTS = COMMANDS.scripts
@@ -51,7 +50,7 @@ for (const c of KEYS) {
     const before = await keySet(c.prefix)
     const name = asName(c.name)
     const calls = await withMonitor(async () => {
-      const client = await fencelock.Client.connect(url, { prefix: c.prefix })
+      const client = await connect(url, { prefix: c.prefix })
       try {
         const lease = await client.acquire(name, { ttl: 30_000, wait: 0 })
         assert.deepEqual(Buffer.isBuffer(name) ? Buffer.from(lease.name) : lease.name, name)
@@ -100,7 +99,7 @@ async function rejects(client, name, options, errorClass, what) {
 
 test('validation: bad names, ttls and waits throw RangeError/TypeError and send nothing', async () => {
   const calls = await withMonitor(async () => {
-    const client = await fencelock.Client.connect(url)
+    const client = await connect(url)
     try {
       for (const c of VALIDATION.names.invalid) await rejects(client, asName(c.name), { ttl: 1000 }, RangeError, c.why)
       for (const bad of VALIDATION.names.wrong_type) await rejects(client, bad, { ttl: 1000 }, TypeError, JSON.stringify(bad))
@@ -123,7 +122,7 @@ test('validation: valid ttls are sent in whole milliseconds, rounded up', async 
   const name = 'vectors:ttl-rounding'
   const lock = Buffer.from(`fencelock:{${name}}`)
   const calls = await withMonitor(async () => {
-    const client = await fencelock.Client.connect(url)
+    const client = await connect(url)
     try {
       for (const c of VALIDATION.ttl.valid) {
         await raw.cmd('DEL', lock)
@@ -171,7 +170,7 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
     const expected = []
     let lease = null
     const calls = await withMonitor(async () => {
-      const client = await fencelock.Client.connect(url, { prefix: sc.prefix })
+      const client = await connect(url, { prefix: sc.prefix })
       try {
         let got
         let wantValidity

@@ -37,14 +37,16 @@ import pytest
 from fltest import ROOT, Monitor, Redis, script_calls, vectors
 
 SCRIPTS = vectors("commands.json")["scripts"]
-LANGS = ["rust", "python", "node"]
+# "wasm": the Node agent on fencelock/wasm over ioredis instead of the addon.
+LANGS = ["rust", "python", "node", "wasm"]
 
 
 def agent_command(lang: str, url: str) -> List[str]:
     if lang == "python":
         return [sys.executable, str(ROOT / "tests/interop/agent.py"), url]
-    if lang == "node":
-        return ["node", str(ROOT / "tests/interop/agent.js"), url]
+    if lang in ("node", "wasm"):
+        flavour = ["--wasm"] if lang == "wasm" else []
+        return ["node", str(ROOT / "tests/interop/agent.js"), *flavour, url]
     exe = os.environ.get("FENCELOCK_RUST_AGENT", str(ROOT / "target/debug/fencelock-agent"))
     if not os.path.exists(exe):  # run alone: build it (ci/test-interop.sh did already)
         subprocess.run(["cargo", "build", "-q", "-p", "fencelock-conformance", "--bins"], cwd=ROOT, check=True)
@@ -187,7 +189,7 @@ def test_auto_renewal_keeps_other_language_out(holder: str, other: str, agents: 
     assert o.call(op="release", lease=won["lease"]) == {"ok": True}
 
 
-REDLOCK_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python")]
+REDLOCK_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python"), ("wasm", "python"), ("rust", "wasm")]
 
 
 @pytest.mark.parametrize("holder,waiter", REDLOCK_PAIRS, ids=[f"{h}-holds-{w}-waits" for h, w in REDLOCK_PAIRS])
@@ -248,8 +250,9 @@ def masked_stream(monitor: Monitor, keys: List[bytes]) -> List[str]:
     ]
     # Subscriptions travel on a separate pub/sub connection, so their order
     # relative to script calls is not fixed: compared as their own list.
+    # Command names are case-insensitive (ioredis sends "subscribe").
     subs = [
-        " ".join(a.decode() for a in args)
+        " ".join([args[0].decode().upper(), *(a.decode() for a in args[1:])])
         for client, args in monitor.seen
         if client != "lua" and args[0].upper() in (b"SUBSCRIBE", b"UNSUBSCRIBE") and keys[2] in args
     ]
