@@ -17,8 +17,6 @@ cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 [ -d "$cargo_bin" ] && export PATH="$cargo_bin:$PATH"
 
 bash demo/build.sh
-# fencelock/wasm for the wasm flavour (ci/test-wasm.sh built it under make test).
-[ -f node/wasm/pkg/fencelock_wasm.js ] || (cd node && npm run --silent build:wasm)
 venv="${FENCELOCK_PY_VENV:-$root/.build/venv}"
 
 echo "test-interop: cargo build -p fencelock-conformance (Rust agent)"

@@ -4,7 +4,8 @@
 #  - Python: ci/test-python.sh (venv .build/venv + `pip install ./python`) with
 #    pytest in --collect-only mode, i.e. build only;
 #  - Node: `npm run build` in node/ (napi build --release --platform), after
-#    `npm ci` if node_modules is missing — as ci/test-node.sh does.
+#    `npm ci` if node_modules is missing — as ci/test-node.sh does;
+#  - fencelock/wasm: `npm run build:wasm` in node/ (as ci/test-wasm.sh does).
 # Both build for the host triple (napi always passes --target; maturin reads
 # CARGO_BUILD_TARGET), so they share one release build of the dependencies
 # in target/<host>/release, as ci/test.sh arranges for `make test`.
@@ -25,4 +26,10 @@ if ! node -e "require('$root/node')" 2>/dev/null; then
   cd "$root/node"
   [ -d node_modules ] || FENCELOCK_SKIP_ADDON_BUILD=1 npm ci --no-audit --no-fund
   npm run --silent build
+fi
+if ! node -e "require('$root/node/wasm')" 2>/dev/null; then
+  echo "build: fencelock/wasm is missing; building it (npm run build:wasm in node/)"
+  cd "$root/node"
+  [ -d node_modules ] || FENCELOCK_SKIP_ADDON_BUILD=1 npm ci --no-audit --no-fund
+  npm run --silent build:wasm
 fi

@@ -8,7 +8,8 @@ an invariant broke.
 Environment: REDIS_URL (default: a private redis-server on a free loopback
 port, stopped at the end), DEMO_JOBS (300), DEMO_RESOURCES (4), DEMO_TTL_MS
 (1000), DEMO_WORKERS (3 per language); DEMO_UNFENCED=1 makes the ledger
-ignore fences, to see the invariant checks fail.
+ignore fences, to see the invariant checks fail; DEMO_WASM=1 runs the first
+Node worker on fencelock/wasm (the WebAssembly core over an ioredis client).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ JOBS = int(os.environ.get("DEMO_JOBS", "300"))
 RESOURCES = int(os.environ.get("DEMO_RESOURCES", "4"))
 TTL_MS = int(os.environ.get("DEMO_TTL_MS", "1000"))
 PER_LANG = int(os.environ.get("DEMO_WORKERS", "3"))
+WASM = os.environ.get("DEMO_WASM") == "1"
 TIME_LIMIT = 60.0
 
 T0 = time.time()
@@ -48,8 +50,13 @@ class Worker:
         self.name, self.lang = name, lang
         script = HERE / ("worker.py" if lang == "python" else "worker.js")
         exe = sys.executable if lang == "python" else "node"
+        flavour = {"FENCELOCK_NODE_FLAVOUR": "wasm"} if lang == "wasm" else {}
         self.proc = subprocess.Popen(
-            [exe, str(script), url, ns, name, str(TTL_MS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [exe, str(script), url, ns, name, str(TTL_MS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **flavour},
         )
         self.fate = ""  # "SIGKILL" / "SIGSTOP+SIGCONT"
         threading.Thread(target=self._read, args=(events,), daemon=True).start()
@@ -86,7 +93,7 @@ class Demo:
         ns, r = self.ns, self.redis
         r.execute("RPUSH", ns + "jobs", *[f"job-{i:03d} acct-{i % RESOURCES}" for i in range(JOBS)])
         names = [(f"py-{i}", "python") for i in range(1, PER_LANG + 1)]
-        names += [(f"node-{i}", "node") for i in range(1, PER_LANG + 1)]
+        names += [(f"node-{i}", "wasm" if WASM and i == 1 else "node") for i in range(1, PER_LANG + 1)]
         self.workers = {n: Worker(n, lang, self.url, ns, self.events) for n, lang in names}
         say(f"{JOBS} jobs on {RESOURCES} resources, {len(self.workers)} workers "
             f"({PER_LANG} Python, {PER_LANG} Node), lock TTL {TTL_MS} ms, namespace {ns}")
@@ -214,7 +221,7 @@ class Demo:
         print(f"{'worker':<8} {'language':<8} {'jobs':>5}  fate")
         for n, w in self.workers.items():
             print(f"{n:<8} {w.lang:<8} {self.done.get(n, 0):>5}  {w.fate}")
-        for lang in ("python", "node"):
+        for lang in ("python", "node", "wasm") if WASM else ("python", "node"):
             jobs = sum(self.done.get(n, 0) for n, w in self.workers.items() if w.lang == lang)
             print(f"{'all':<8} {lang:<8} {jobs:>5}")
         print()

@@ -5,7 +5,9 @@
 // Usage: node worker.js REDIS_URL NAMESPACE WORKER_NAME TTL_MS
 const fs = require('node:fs')
 const path = require('node:path')
-const { Client, LockLostError } = require('../node')
+// FENCELOCK_NODE_FLAVOUR=wasm (DEMO_WASM=1): fencelock/wasm over ioredis.
+const { fencelock, connect } = require('../tests/node/flavour.js')
+const { LockLostError } = fencelock
 const { Redis } = require('../tests/support/fltest.js')
 
 const [url, ns, me, ttlMs] = process.argv.slice(2)
@@ -16,7 +18,7 @@ const emit = (ev, fields = {}) => console.log(JSON.stringify({ ev, w: me, t: Dat
 async function main() {
   const redis = await Redis.connect(url)
   const ledger = (await redis.cmd('SCRIPT', 'LOAD', fs.readFileSync(path.join(__dirname, 'ledger.lua')))).toString()
-  const client = await Client.connect(url)
+  const client = await connect(url)
   emit('ready')
   while (!(await redis.cmd('EXISTS', `${ns}stop`))) {
     const job = await redis.cmd('LMOVE', `${ns}jobs`, `${ns}processing:${me}`, 'RIGHT', 'LEFT')

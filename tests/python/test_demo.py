@@ -44,3 +44,13 @@ def test_demo_fails_without_fencing(redis_url: str) -> None:
     run = run_demo(redis_url, DEMO_UNFENCED="1")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "INVARIANT BROKEN: the paused holder's late write was not rejected" in run.stdout
+
+
+def test_demo_with_a_wasm_worker_keeps_its_invariants(redis_url: str) -> None:
+    """DEMO_WASM=1: node-1 runs on fencelock/wasm among the native workers."""
+    run = run_demo(redis_url, DEMO_WASM="1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert field(run.stdout, "double-processed jobs") == "0"
+    assert field(run.stdout, r"jobs done \(ledger\)") == "150/150"
+    assert re.search(r"^node-1\s+wasm\s+\d+", run.stdout, re.M), run.stdout
+    assert int(field(run.stdout, r"all\s+wasm")) > 0

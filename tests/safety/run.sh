@@ -41,17 +41,20 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Workers in three languages: Python and Node come from their own build
-# scripts (ci/test-python.sh, ci/test-node.sh); without them, Rust only.
-langs=rust,python,rust,node
-py_ok=0; node_ok=0
+# Workers in three languages plus fencelock/wasm: Python, Node and wasm come
+# from their own build scripts (ci/test-python.sh, ci/test-node.sh,
+# ci/test-wasm.sh); without them, Rust only.
+langs=rust,python,wasm,node
+py_ok=0; node_ok=0; wasm_ok=0
 "$ROOT/.build/venv/bin/python" -c 'import fencelock' 2>/dev/null && py_ok=1
 node -e "require('$ROOT/node')" 2>/dev/null && node_ok=1
-if [ $py_ok = 0 ] || [ $node_ok = 0 ]; then
+node -e "require('$ROOT/node/wasm')" 2>/dev/null && wasm_ok=1
+if [ $py_ok = 0 ] || [ $node_ok = 0 ] || [ $wasm_ok = 0 ]; then
   langs=rust
   [ $py_ok = 1 ] && langs=$langs,python
   [ $node_ok = 1 ] && langs=$langs,node
-  echo "safety: python package built: $py_ok, node package built: $node_ok -> workers: $langs" >&2
+  [ $wasm_ok = 1 ] && langs=$langs,wasm
+  echo "safety: python package built: $py_ok, node package built: $node_ok, wasm built: $wasm_ok -> workers: $langs" >&2
 fi
 
 cargo build -q -p fencelock-safety

@@ -1,7 +1,7 @@
 //! fencelock-safety: a Jepsen-style history checker with fault injection.
 //!
 //! ```text
-//! fencelock-safety run [--quick] [--seconds S] [--only a,b] [--langs rust,python,node]
+//! fencelock-safety run [--quick] [--seconds S] [--only a,b] [--langs rust,python,wasm,node]
 //!                      [--workers N] [--seed X] [--run-dir DIR] [--out docs/safety.md]
 //!                      [--fuzz-summary TEXT]
 //! fencelock-safety worker --id ... (the Rust worker; started by `run`)
@@ -78,7 +78,7 @@ async fn run_all(args: &[String]) -> i32 {
         .map(|s| s.parse().expect("--seconds"))
         .unwrap_or(if quick { 5.0 } else { 25.0 });
     let langs: Vec<String> = flag(args, "--langs")
-        .unwrap_or_else(|| "rust,python,rust,node".into())
+        .unwrap_or_else(|| "rust,python,wasm,node".into())
         .split(',')
         .map(str::to_owned)
         .collect();

@@ -237,6 +237,13 @@ impl Ctx<'_> {
                 c.arg(repo.join("tests/safety/workers/worker.js"));
                 c
             }
+            // The same Node worker on fencelock/wasm over an ioredis client.
+            "wasm" => {
+                let mut c = Command::new("node");
+                c.arg(repo.join("tests/safety/workers/worker.js"));
+                c.env("FENCELOCK_NODE_FLAVOUR", "wasm");
+                c
+            }
             other => return Err(format!("unknown worker language {other}")),
         };
         let stderr = std::fs::File::create(self.dir.join(format!("{id}.stderr")))

@@ -8,9 +8,10 @@ const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const crypto = require('node:crypto')
-const { Client, NotAcquiredError, LockLostError, RedisError } = require(
-  path.join(__dirname, '..', '..', '..', 'node')
-)
+// FENCELOCK_NODE_FLAVOUR=wasm (the checker's "wasm" workers): fencelock/wasm
+// over an ioredis client per URL instead of the native addon.
+const { fencelock, connect, name: lang } = require(path.join(__dirname, '..', '..', 'node', 'flavour.js'))
+const { NotAcquiredError, LockLostError, RedisError } = fencelock
 
 function args () {
   const a = {}
@@ -33,13 +34,13 @@ async function main () {
       .replace(/"@@(\d+)@@"/g, '$1')
     fs.writeSync(fd, line + '\n') // one write(2) per line
   }
-  rec('start', { pid: process.pid, lang: 'node' })
+  rec('start', { pid: process.pid, lang })
   const deadline = now() + BigInt(Math.round(Number(a.seconds) * 1e9))
   const urls = a.urls.split(',')
   let client
   for (;;) {
     try {
-      client = await Client.connect(urls.length === 1 ? urls[0] : urls, {
+      client = await connect(urls.length === 1 ? urls[0] : urls, {
         connectTimeout: 500,
         responseTimeout: 1000
       })
