@@ -11,8 +11,9 @@
 # Everything it installs goes OUTSIDE the source tree (gitignored .build/):
 #   .build/bench-venv   redis-py + hiredis, pottery, maturin, and fencelock
 #                       built from ./python (release)
-#   .build/bench-node   ioredis, redlock (node-redlock v5), redis-semaphore,
-#                       and fencelock = node/*.js + a release build of the addon
+#   .build/bench-node   ioredis, node-redis, redlock (node-redlock v5),
+#                       redis-semaphore, and fencelock = node/*.js + a release
+#                       build of the addon + fencelock/wasm
 # It starts 1 + 5 redis-servers on free loopback ports and stops exactly
 # those on every exit path.
 set -euo pipefail
@@ -93,8 +94,14 @@ if [ ! -f "$NODE_DIR/.installed" ] || [ "$ROOT/bench/node/package.json" -nt "$NO
 fi
 pkg=$NODE_DIR/fencelock
 mkdir -p "$pkg"
-cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/package.json "$pkg/"
+cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/errors.js \
+  "$ROOT"/node/client.js "$ROOT"/node/package.json "$pkg/"
 cp "$rel/libfencelock_node.so" "$pkg/fencelock.linux-x64-gnu.node"
+# fencelock/wasm: its release build (size-optimised wasm, wasm-bindgen glue).
+log "npm run build:wasm (fencelock/wasm)"
+bash "$ROOT/node/scripts/build-wasm.sh" >&2
+rm -rf "$pkg/wasm"
+cp -r "$ROOT/node/wasm" "$pkg/wasm"
 export BENCH_FENCELOCK_NODE=$pkg BENCH_NODE_MODULES=$NODE_DIR/node_modules
 
 # ------------------------------------------------------------ redis-servers
@@ -115,7 +122,7 @@ import importlib.metadata as m
 print(", ".join(f"{p} {m.version(p)}" for p in ("redis", "hiredis", "pottery")), end="")
 EOF
 )
-versions="$(redis-server --version | sed -E 's/.*v=([0-9.]+).*/redis-server \1/'); $(rustc --version | cut -d' ' -f1-2); Python $("$py" -c 'import platform; print(platform.python_version())') with $versions; Node $(node --version) with $(cd "$NODE_DIR" && node -e 'for (const p of ["ioredis","redlock","redis-semaphore"]) process.stdout.write(`${p} ${JSON.parse(require("fs").readFileSync("node_modules/" + p + "/package.json")).version}, `)' | sed 's/, $//')"
+versions="$(redis-server --version | sed -E 's/.*v=([0-9.]+).*/redis-server \1/'); $(rustc --version | cut -d' ' -f1-2); Python $("$py" -c 'import platform; print(platform.python_version())') with $versions; Node $(node --version) with $(cd "$NODE_DIR" && node -e 'for (const p of ["ioredis","redis","redlock","redis-semaphore"]) process.stdout.write(`${p} ${JSON.parse(require("fs").readFileSync("node_modules/" + p + "/package.json")).version}, `)' | sed 's/, $//')"
 
 log "setup took $(( $(date +%s) - t0 ))s; running${QUICK:+ (QUICK)}"
 "$py" "$ROOT/bench/bench.py" \

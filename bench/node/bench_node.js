@@ -7,6 +7,9 @@
 //
 // Scenarios as in bench_py.py (s1 s2 s3 s4 mem). Implementations:
 //   fencelock                 this project (../../node, the built addon)
+//   fencelock-wasm:ioredis, fencelock-wasm:node-redis
+//                             this project's fencelock/wasm (the core compiled
+//                             to WebAssembly) over an ioredis / node-redis client
 //   redlock, redlock:tuned    node-redlock v5 over ioredis; default retries
 //                             (10 x 200 ms +- 100 ms) / tuned (unbounded, 1 ms +- 1 ms)
 //   semaphore, semaphore:tuned  redis-semaphore Mutex / RedlockMutex over
@@ -59,6 +62,8 @@ const IMPLS = {
       close: () => client.close(),
     }
   },
+  'fencelock-wasm:ioredis': (urls) => wasmImpl(urls, 'ioredis'),
+  'fencelock-wasm:node-redis': (urls) => wasmImpl(urls, 'node-redis'),
   async redlock(urls, tuned = false) {
     const Redlock = need('redlock').default
     const clients = await ioredisClients(urls)
@@ -101,6 +106,23 @@ const IMPLS = {
       close: () => r.quit(),
     }
   },
+}
+
+async function wasmImpl(urls, kind) {
+  const { Client } = require(path.join(process.env.BENCH_FENCELOCK_NODE || '../../node', 'wasm'))
+  const apps =
+    kind === 'ioredis'
+      ? await ioredisClients(urls)
+      : await Promise.all(urls.map((url) => need('redis').createClient({ url }).connect()))
+  const client = Client.fromRedis(urls.length === 1 ? apps[0] : apps)
+  return {
+    acquire: (name) => client.acquire(name, { ttl: TTL_MS }),
+    release: (lease) => lease.release(),
+    close: async () => {
+      await client.close()
+      await Promise.all(apps.map((app) => app.quit()))
+    },
+  }
 }
 
 async function phase(imp, names, until, waitOnly) {

@@ -83,6 +83,9 @@ function messageOf(err) {
   return err instanceof Error ? err.message : String(err)
 }
 
+// A lease dropped without release stops renewing (as with the native addon).
+const dropped = new FinalizationRegistry((actor) => actor.leaseDropped())
+
 // ------------------------------------------------------------------ client
 
 /** The backend of one `fencelock/wasm` Client: N adapters (N > 1: Redlock). */
@@ -166,7 +169,7 @@ class Actor {
   #inflight = 0
   #requests = [] // lease requests waiting for the one in progress
   #pending = null // { kind, resolve, reject }
-  #lease = null
+  #delivered = false // the caller got a lease (the actor keeps no reference to it)
   #abandoned = false // acquired after the caller left: release, then stop
   #closing = false
   #over = false // released: nothing is valid any more
@@ -226,6 +229,13 @@ class Actor {
     this.#pump()
   }
 
+  /** The caller's Lease was garbage-collected unreleased: stop renewing, let the key expire. */
+  leaseDropped() {
+    if (this.#over || this.#closing) return
+    this.#closing = true
+    this.#pump()
+  }
+
   close() {
     this.#closing = true
     if (this.#caller !== null) {
@@ -264,7 +274,7 @@ class Actor {
         progressed = true
         this.#onEvent(e)
       }
-      if (!progressed && this.#pending === null && this.#requests.length > 0 && !this.#closing) {
+      if (!progressed && this.#pending === null && this.#requests.length > 0) {
         this.#onRequest(this.#requests.shift())
         continue
       }
@@ -274,7 +284,7 @@ class Actor {
     if (this.#inflight === 0 && this.#caller === null) {
       const state = lock.state
       const stopped = state === 'done' || (this.#closing && state === 'held' && this.#pending === null)
-      if (stopped && (this.#lease === null || this.#abandoned || this.#closing || this.#over)) this.#finish()
+      if (stopped && (!this.#delivered || this.#abandoned || this.#closing || this.#over)) this.#finish()
     }
   }
 
@@ -334,8 +344,10 @@ class Actor {
       case 'acquired': {
         this.#subscription?.close()
         this.#subscription = null
-        this.#lease = new LeaseHandle(this, this.#name, this.#token, this.#spec.ttl, event.fence)
-        if (!this.#answer(this.#lease)) {
+        const lease = new LeaseHandle(this, this.#name, this.#token, this.#spec.ttl, event.fence)
+        this.#delivered = this.#answer(lease)
+        if (this.#delivered) dropped.register(lease, this)
+        else {
           // The caller gave up just as we won: do not leave it held.
           this.#abandoned = true
           lock.release(now())

@@ -55,6 +55,12 @@ test('fromRedis rejects what is not a Redis client, and bad options, before any 
   assert.throws(() => new Client(), /Client\.fromRedis\(redis\)/)
 })
 
+/** A fresh lock client on `app`'s Redis client, with its acquire's lease. */
+function separateClient(app) {
+  const client = Client.fromRedis(app.redis)
+  return { acquire: async (name, options) => ({ client, lease: await client.acquire(name, options) }) }
+}
+
 for (const [kind, connect] of Object.entries(ADAPTERS)) {
   describe(`${kind} adapter`, () => {
     let url
@@ -202,6 +208,11 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
       await assert.rejects(other.acquire(name, { ttl: 1_000 }), RedisError)
       assert.equal(await app.redis.ping(), 'PONG')
       await lease.release()
+      // A lease of a closed client still releases (through the app's open client).
+      const kept = await separateClient(app).acquire(name, { ttl: 10_000 })
+      await kept.client.close()
+      await kept.lease.release()
+      assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
     })
   })
 }
