@@ -30,8 +30,10 @@ echo "test-interop: pytest tests/python"
 "$venv/bin/pytest" -q -p no:cacheprovider --timeout 120 tests/python || rc=1
 echo "test-interop: node --test tests/node"
 node --test --test-concurrency=1 tests/node/*.test.js || rc=1
-echo "test-interop: node --test tests/node, fencelock/wasm flavour (ci/test-wasm.sh built it)"
-FENCELOCK_NODE_FLAVOUR=wasm FENCELOCK_FORCE_WASM=1 node --test --test-concurrency=1 tests/node/*.test.js || rc=1
+for flavour in wasm wasm-node-redis; do  # fencelock/wasm over ioredis, over node-redis
+  echo "test-interop: node --test tests/node, FENCELOCK_NODE_FLAVOUR=$flavour"
+  FENCELOCK_NODE_FLAVOUR=$flavour FENCELOCK_FORCE_WASM=1 node --test --test-concurrency=1 tests/node/*.test.js || rc=1
+done
 
 echo "test-interop: the four MONITOR streams (Rust, Python, Node, wasm) are identical"
 for lang in python node wasm; do

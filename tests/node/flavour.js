@@ -1,21 +1,29 @@
 'use strict'
 // Which Node flavour the cross-language Node tests and the Node interop
-// agent drive: the native addon (default), or fencelock/wasm over an ioredis
-// client per URL when FENCELOCK_NODE_FLAVOUR=wasm. Both have the same API
-// and error classes; only how a Client is made differs.
+// agent drive: the native addon (default), or fencelock/wasm over one Redis
+// client per URL, with FENCELOCK_NODE_FLAVOUR=wasm (ioredis) or
+// wasm-node-redis (node-redis). Both flavours have the same API and error
+// classes; only how a Client is made differs.
 const path = require('node:path')
 
 const ROOT = path.join(__dirname, '..', '..')
-const wasm = process.env.FENCELOCK_NODE_FLAVOUR === 'wasm'
+const flavour = process.env.FENCELOCK_NODE_FLAVOUR || 'node'
+if (!['node', 'wasm', 'wasm-node-redis'].includes(flavour)) throw new Error(`unknown FENCELOCK_NODE_FLAVOUR ${flavour}`)
+const wasm = flavour !== 'node'
 const fencelock = require(path.join(ROOT, 'node', wasm ? 'wasm' : ''))
+const peer = (name) => require(path.join(ROOT, 'node', 'node_modules', name))
+
+async function open(url) {
+  if (flavour === 'wasm') return new (peer('ioredis'))(url)
+  return peer('redis').createClient({ url }).connect()
+}
 
 /** `Client.connect(url | urls, options)`, whichever the flavour. */
 async function connect(urls, options) {
   if (!wasm) return fencelock.Client.connect(urls, options)
-  const Redis = require(path.join(ROOT, 'node', 'node_modules', 'ioredis'))
-  const apps = (Array.isArray(urls) ? urls : [urls]).map((url) => new Redis(url))
+  const apps = await Promise.all((Array.isArray(urls) ? urls : [urls]).map(open))
   const client = fencelock.Client.fromRedis(Array.isArray(urls) ? apps : apps[0], options)
-  // The test owns these ioredis clients: close them with the lock client.
+  // The test owns these Redis clients: close them with the lock client.
   const close = client.close.bind(client)
   client.close = async () => {
     await close()
