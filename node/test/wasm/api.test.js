@@ -217,6 +217,33 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
   })
 }
 
+test('an autoRenew lease garbage-collected unreleased stops renewing and expires', async () => {
+  const url = await redisUrl()
+  const name = uniqueName('wasm-gc')
+  const script = `
+    const Redis = require('ioredis')
+    const { Client } = require('fencelock/wasm')
+    ;(async () => {
+      const app = new Redis(${JSON.stringify(url)})
+      const client = Client.fromRedis(app)
+      await client.acquire(${JSON.stringify(name)}, { ttl: 300, autoRenew: true }) // dropped at once
+      for (let i = 0; i < 5; i++) { await new Promise((r) => setTimeout(r, 20)); globalThis.gc() }
+      // Renewals ran every 100 ms while the lease lived; now the key must expire.
+      const until = Date.now() + 2000
+      while ((await app.exists(${JSON.stringify(lockKey(name))})) === 1 && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
+      console.log('exists', await app.exists(${JSON.stringify(lockKey(name))}))
+      app.disconnect()
+    })()`
+  const run = spawnSync(process.execPath, ['--expose-gc', '-e', script], {
+    cwd: path.join(__dirname, '..', '..'),
+    env: { ...process.env, FENCELOCK_FORCE_WASM: '1' },
+    encoding: 'utf8',
+    timeout: 10_000,
+  })
+  assert.equal(run.status, 0, run.stderr)
+  assert.match(run.stdout, /exists 0/)
+})
+
 describe('bad inputs (private server: nothing may be written)', () => {
   let server
   let app
