@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start/stop the harness's redis-servers: one single node and 5 independent
-# nodes (Redlock), on free loopback ports, under a run directory in .build/.
+# nodes (Redlock), on loopback ports from ci/ports.sh, under a run directory
+# in .build/.
 #   ci/redis.sh start   -> writes $RUN_DIR/env (FENCELOCK_TEST_REDIS_URL,
 #                          FENCELOCK_TEST_REDLOCK_URLS); no-op if already up
 #   ci/redis.sh stop    -> stops exactly the servers this directory started
@@ -17,20 +18,14 @@ is_our_redis() {
   [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q redis-server
 }
 
-port_free() {
-  # Nothing accepts a connection there. A race with another process is still
-  # possible; start_node detects it (the server dies or the pid mismatches).
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Start one node; prints its port. Retries on another port on any collision.
+# Start one node; prints its port. Its port comes from ci/ports.sh, claimed
+# for this script and handed to the daemonized server once it runs (the claim
+# then lasts as long as the server). Retries on another port if a process
+# outside the allocator holds the one we got.
 start_node() {
   local name=$1 attempt port pid
-  for attempt in 1 2 3 4 5 6 7 8 9 10; do
-    # 20000-32767: below Linux's ephemeral range, so outgoing connections
-    # (which use 32768+) do not take our ports between check and bind.
-    port=$((20000 + RANDOM % 12768))
-    port_free "$port" || continue
+  for attempt in 1 2 3; do
+    port=$(bash "$ROOT/ci/ports.sh" claim --owner $$)
     rm -f "$RUN_DIR/$port.pid" "$RUN_DIR/$port.log"
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize yes --pidfile "$RUN_DIR/$port.pid" \
@@ -45,6 +40,7 @@ start_node() {
         # the port first.
         if [ "$(redis-cli -p "$port" INFO server 2>/dev/null | tr -d '\r' |
               sed -n 's/^process_id://p')" = "$pid" ]; then
+          bash "$ROOT/ci/ports.sh" own "$port" --owner "$pid"
           echo "$port" >"$RUN_DIR/$name.port"
           echo "$port"
           return 0
@@ -55,6 +51,7 @@ start_node() {
     done
     echo "redis.sh: port $port failed (attempt $attempt), see $RUN_DIR/$port.log" >&2
     [ -s "$RUN_DIR/$port.pid" ] && stop_pids "$(cat "$RUN_DIR/$port.pid")"
+    bash "$ROOT/ci/ports.sh" release "$port"
   done
   echo "redis.sh: could not start $name" >&2
   return 1
@@ -78,12 +75,16 @@ stop_pids() {
 }
 
 stop_all() {
-  local f pids=()
+  local f pids=() ports=()
   [ -d "$RUN_DIR" ] || return 0
   for f in "$RUN_DIR"/*.pid; do
     [ -e "$f" ] && pids+=("$(cat "$f")")
   done
+  for f in "$RUN_DIR"/*.port; do
+    [ -e "$f" ] && ports+=("$(cat "$f")")
+  done
   [ ${#pids[@]} -eq 0 ] || stop_pids "${pids[@]}" || return 1
+  [ ${#ports[@]} -eq 0 ] || bash "$ROOT/ci/ports.sh" release "${ports[@]}"
   rm -f "$RUN_DIR"/*.pid "$RUN_DIR"/*.port "$RUN_DIR/env"
 }
 

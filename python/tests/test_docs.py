@@ -37,10 +37,12 @@ def test_readme_quick_start_runs(redis_url: str, r: Redis) -> None:
 
 def mypy(*files: Path) -> "subprocess.CompletedProcess[str]":
     cache = ROOT / ".build" / "mypy-cache"
+    # conftest imports the shared test support (checked strictly too).
+    env = dict(os.environ, MYPYPATH=str(ROOT / "tests" / "support"))
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(cache),
          *map(str, files)],
-        capture_output=True, text=True, timeout=300, cwd=str(HERE.parent / "tests"),
+        capture_output=True, text=True, timeout=300, cwd=str(HERE.parent / "tests"), env=env,
     )
 
 

@@ -1,11 +1,13 @@
 'use strict'
 // Shared helpers of the cross-language tests and the demo (Node side):
 // the vectors' byte strings, a tiny RESP client, MONITOR capture and
-// normalisation (the same rules as tests/support/fltest.py), and a private redis-server.
-const { spawn } = require('node:child_process')
+// normalisation (the same rules as tests/support/fltest.py), and private
+// redis-servers on ports from ci/ports.sh. The Node package's tests use it too.
+const { execFileSync, spawn } = require('node:child_process')
 const crypto = require('node:crypto')
 const fs = require('node:fs')
 const net = require('node:net')
+const os = require('node:os')
 const path = require('node:path')
 const { once } = require('node:events')
 
@@ -56,11 +58,14 @@ function parse(buf, at) {
   throw new Error(`unexpected RESP type ${kind}`)
 }
 
-/** A minimal RESP2 client. Replies: strings, numbers, Buffers, arrays; errors reject. */
+/** A minimal RESP2 client. Replies: strings, numbers, Buffers (utf8 strings
+ * with `{ text: true }`), arrays; errors reject. An idle connection does not
+ * keep the process alive. */
 class Redis {
-  static async connect(url) {
+  static async connect(url, { text = false } = {}) {
     const u = new URL(url)
     const r = new Redis()
+    r.text = text
     r.socket = net.connect(Number(u.port || 6379), u.hostname)
     r.socket.setNoDelay(true)
     r.buffer = Buffer.alloc(0)
@@ -70,7 +75,9 @@ class Redis {
     r.socket.on('error', (err) => r.#failAll(err))
     r.socket.on('close', () => r.#failAll(new Error('connection closed')))
     await once(r.socket, 'connect')
-    if (u.password) await r.cmd('AUTH', decodeURIComponent(u.password))
+    r.socket.unref()
+    const password = decodeURIComponent(u.password)
+    if (password) await r.cmd('AUTH', ...(u.username ? [decodeURIComponent(u.username)] : []), password)
     const db = u.pathname.replace('/', '')
     if (db && db !== '0') await r.cmd('SELECT', db)
     return r
@@ -79,6 +86,7 @@ class Redis {
   cmd(...args) {
     return new Promise((resolve, reject) => {
       this.pending.push({ resolve, reject })
+      this.socket.ref()
       this.socket.write(encode(args))
     })
   }
@@ -112,11 +120,14 @@ class Redis {
       this.buffer = this.buffer.subarray(parsed.end)
       const p = this.pending.shift()
       if (!p) continue
+      if (this.pending.length === 0) this.socket.unref()
       if (parsed.value instanceof Error && parsed.value.redis) p.reject(parsed.value)
-      else p.resolve(parsed.value)
+      else p.resolve(this.text ? asText(parsed.value) : parsed.value)
     }
   }
 }
+
+const asText = (v) => (Buffer.isBuffer(v) ? v.toString('utf8') : Array.isArray(v) ? v.map(asText) : v)
 
 function encode(args) {
   const parts = [Buffer.from(`*${args.length}\r\n`)]
@@ -242,42 +253,107 @@ const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{
 
 // ----------------------------------------------------------- redis-server
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.on('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address()
-      server.close(() => resolve(port))
-    })
-  })
+const PORTS = path.join(ROOT, 'ci', 'ports.sh')
+
+/** Ports from the harness's allocator (ci/ports.sh, tests/README.md), claimed
+ * for this process until released or until it exits; P + 10000 is free too. */
+function claimPorts(n = 1) {
+  const out = execFileSync('bash', [PORTS, 'claim', String(n), '--owner', String(process.pid)], { encoding: 'utf8' })
+  const ports = out.split(/\s+/).filter(Boolean).map(Number)
+  for (const port of ports) claimed.add(port)
+  return ports
 }
 
-/** A private redis-server on a free loopback port: {url, stop()}. */
-async function startServer() {
-  const port = await freePort()
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  })
-  process.on('exit', () => child.kill('SIGKILL'))
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    try {
-      const s = net.connect(port, '127.0.0.1')
-      await once(s, 'connect')
-      s.destroy()
-      break
-    } catch (err) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server did not start: ${err}`)
-      await new Promise((r) => setTimeout(r, 10))
-    }
-  }
-  return {
-    url: `redis://127.0.0.1:${port}/0`,
-    stop: async () => {
-      child.kill('SIGKILL')
-      if (child.exitCode === null) await once(child, 'exit')
+function releasePorts(...ports) {
+  execFileSync('bash', [PORTS, 'release', ...ports.map(String)])
+  for (const port of ports) claimed.delete(port)
+}
+
+// At exit: kill our servers and give their ports back at once (a dead
+// owner's claims would be reaped anyway, later).
+const children = new Set()
+const claimed = new Set()
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL')
+  if (claimed.size > 0) releasePorts(...claimed)
+})
+
+/**
+ * A private redis-server (no persistence) on a claimed loopback port:
+ * { port, url, start(), kill(), stop(), raw() }. kill() keeps the port
+ * (start() restarts there, empty); stop() kills and releases it. `args` are
+ * extra redis-server arguments.
+ */
+async function startServer({ password, args = [] } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fencelock-redis-'))
+  const server = {
+    port: 0,
+    child: null,
+    get url() {
+      const auth = password ? `:${encodeURIComponent(password)}@` : ''
+      return `redis://${auth}127.0.0.1:${this.port}/0`
     },
+    /** Start (again) on our port; resolves once PING is answered by this process. */
+    async start() {
+      const argv = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]
+      if (password) argv.push('--requirepass', password)
+      const child = spawn('redis-server', [...argv, ...args], { stdio: 'ignore' })
+      child.unref()
+      children.add(child)
+      let exited = false
+      child.on('exit', () => {
+        exited = true
+        children.delete(child)
+      })
+      this.child = child
+      const deadline = Date.now() + 10_000
+      while (!exited && Date.now() < deadline) {
+        try {
+          const r = await Redis.connect(this.url)
+          try {
+            const info = (await r.cmd('INFO', 'server')).toString()
+            if (info.includes(`process_id:${child.pid}\r`)) return
+          } finally {
+            r.close()
+          }
+        } catch {}
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await this.kill()
+      throw new Error(`redis-server on port ${this.port} did not start`)
+    },
+    /** SIGKILL (no goodbye to clients); the port stays claimed. */
+    async kill() {
+      const child = this.child
+      this.child = null
+      if (!child || child.exitCode !== null || child.signalCode !== null) return
+      child.ref() // keep the loop alive until it is gone
+      child.kill('SIGKILL')
+      await once(child, 'exit')
+    },
+    async stop() {
+      await this.kill()
+      releasePorts(this.port)
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+    raw() {
+      return Redis.connect(this.url)
+    },
+  }
+  for (let attempt = 0; ; attempt++) {
+    server.port = claimPorts()[0]
+    try {
+      await server.start()
+      return server
+    } catch (err) {
+      // Only a process outside the allocator can hold a claimed port: leave
+      // it that one and try another.
+      releasePorts(server.port)
+      if (attempt >= 2) {
+        fs.rmSync(dir, { recursive: true, force: true })
+        throw err
+      }
+    }
   }
 }
 
@@ -299,6 +375,8 @@ module.exports = {
   Monitor,
   scriptCalls,
   TOKEN,
+  claimPorts,
+  releasePorts,
   startServer,
   redisUrlOrServer,
 }

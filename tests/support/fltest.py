@@ -1,6 +1,7 @@
 """Shared helpers of the cross-language tests and the demo (Python side),
 stdlib only: the vectors' byte strings, a tiny RESP client, MONITOR capture
-and normalisation (the same rules as tests/support/fltest.js), and a private redis-server.
+and normalisation (the same rules as tests/support/fltest.js), and private
+redis-servers on ports from ci/ports.sh. The Python package's tests use it too.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
-from urllib.parse import urlparse
+from urllib.parse import quote, unquote, urlparse
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "tests" / "vectors"
@@ -33,7 +35,8 @@ def as_bytes(v: Any) -> bytes:
         return v.encode()
     if "hex" in v:
         return bytes.fromhex(v["hex"])
-    return (v["repeat"] * v["count"]).encode()
+    text: str = v["repeat"] * v["count"]
+    return text.encode()
 
 
 def as_name(v: Any) -> Union[str, bytes]:
@@ -56,18 +59,20 @@ class RespError(Exception):
 
 
 class Redis:
-    """Blocking RESP2 client, enough for setup commands and MONITOR."""
+    """Blocking RESP2 client, enough for setup commands, checks and MONITOR."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout: float = 30) -> None:
         u = urlparse(url)
-        self.sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 6379), timeout=30)
+        self.host = u.hostname or "127.0.0.1"
+        self.port = u.port or 6379
+        self.db = int((u.path or "/0").lstrip("/") or 0)
+        self.sock = socket.create_connection((self.host, self.port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.file = self.sock.makefile("rb")
         if u.password:
-            self.execute("AUTH", u.password)
-        db = (u.path or "/0").lstrip("/")
-        if db and db != "0":
-            self.execute("SELECT", db)
+            self.execute("AUTH", *([unquote(u.username)] if u.username else []), unquote(u.password))
+        if self.db:
+            self.execute("SELECT", self.db)
 
     def send(self, *args: Any) -> None:
         out = [b"*%d\r\n" % len(args)]
@@ -98,6 +103,13 @@ class Redis:
             n = int(rest)
             return None if n < 0 else [self.read() for _ in range(n)]
         raise RespError(f"unexpected reply {line!r}")
+
+    def keys(self, pattern: bytes = b"*") -> List[bytes]:
+        return sorted(self.execute("KEYS", pattern))
+
+    def get(self, key: bytes) -> Optional[bytes]:
+        value: Optional[bytes] = self.execute("GET", key)
+        return value
 
     def close(self) -> None:
         try:
@@ -233,37 +245,90 @@ TOKEN = re.compile(rb"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0
 # redis-server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+PORTS = ROOT / "ci" / "ports.sh"
+
+
+def claim_ports(n: int = 1) -> List[int]:
+    """Ports from the harness's allocator (ci/ports.sh, tests/README.md),
+    claimed for this process until released or until it exits; P + 10000
+    is free too (a cluster bus port)."""
+    out = subprocess.run(["bash", str(PORTS), "claim", str(n), "--owner", str(os.getpid())],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def release_ports(*ports: int) -> None:
+    subprocess.run(["bash", str(PORTS), "release", *map(str, ports)], check=True)
 
 
 class Server:
-    """A private redis-server on a free loopback port."""
+    """A private redis-server (no persistence) on a claimed loopback port,
+    killed by `kill()` (the port stays ours: `start()` restarts on it) or
+    `stop()` (the port is released). `extra` are redis-server arguments."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, password: Optional[str] = None) -> None:
+        self.extra = list(extra)
+        self.password = password
+        self.dir = tempfile.mkdtemp(prefix="fencelock-redis-")
+        self.proc: Optional["subprocess.Popen[bytes]"] = None
+        for attempt in range(3):
+            self.port = claim_ports()[0]
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                # Only a process outside the allocator can hold a claimed
+                # port; leave it to that process and try another.
+                release_ports(self.port)
+                if attempt == 2:
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                    raise
+
+    @property
+    def url(self) -> str:
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start (again) on our port; returns once PING is answered by this
+        process (not by a stranger on the port)."""
         exe = shutil.which("redis-server")
         assert exe, "redis-server is not installed (make setup)"
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *extra],
-            stdout=subprocess.DEVNULL,
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        args = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", self.dir]
+        if self.password:
+            args += ["--requirepass", self.password]
+        proc = subprocess.Popen(args + self.extra, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = proc
         deadline = time.monotonic() + 10
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("redis-server did not start")
-                time.sleep(0.01)
+                r = Redis(self.url, timeout=2)
+                try:
+                    info = r.execute("INFO", "server")
+                finally:
+                    r.close()
+                if f"process_id:{proc.pid}\r".encode() in info:
+                    return
+            except (OSError, RespError):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+            time.sleep(0.01)
+
+    def kill(self) -> None:
+        """SIGKILL (no goodbye to clients); the port stays claimed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait()
+        self.proc = None
 
     def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        self.kill()
+        release_ports(self.port)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def redis_url_or_server() -> Tuple[str, Optional[Server]]:

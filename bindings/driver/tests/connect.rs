@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use fencelock::{Client, ClientOptions, Error, LockOptions};
+use fencelock_testkit::Port;
 
 fn fast() -> ClientOptions {
     ClientOptions {
@@ -65,11 +66,9 @@ async fn a_server_that_is_down_fails_fast() {
 #[tokio::test]
 async fn a_server_that_never_answers_times_out_within_the_connect_timeout() {
     // Accepts TCP connections but never says a word.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "redis://127.0.0.1:{}/0",
-        listener.local_addr().unwrap().port()
-    );
+    let port = Port::claim();
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port.0)).unwrap();
+    let url = format!("redis://127.0.0.1:{}/0", port.0);
     let t = Instant::now();
     let result = Client::connect_with(url.as_str(), fast()).await;
     eprintln!("{result:?}");
@@ -281,11 +280,8 @@ async fn rediss_with_a_self_signed_certificate_and_insecure_fragment() {
         .status()
         .expect("openssl is needed to make a test certificate");
     assert!(status.success());
-    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let tls_port_claim = Port::claim();
+    let tls_port = tls_port_claim.0;
     let (cert, key) = (
         cert.to_string_lossy().into_owned(),
         key.to_string_lossy().into_owned(),

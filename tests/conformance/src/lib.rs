@@ -10,7 +10,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -388,52 +387,7 @@ pub fn sha1_hex(data: &[u8]) -> String {
 // ---------------------------------------------------------------------------
 // redis-server: the harness's, or a private one.
 
-/// A private redis-server on a free loopback port, killed on drop.
-#[derive(Debug)]
-pub struct Server {
-    child: Child,
-    pub url: String,
-}
-
-impl Server {
-    pub fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let mut child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (ci/setup.sh)");
-        let url = format!("redis://127.0.0.1:{port}/0");
-        for _ in 0..500 {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Server { child, url };
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("redis-server on port {port} did not start");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use fencelock_testkit::Server;
 
 /// `FENCELOCK_TEST_REDIS_URL` when the harness set it, else a private server
 /// (kept alive by the returned guard).
@@ -442,7 +396,7 @@ pub fn redis_url() -> (String, Option<Server>) {
         Ok(url) if !url.is_empty() => (url, None),
         _ => {
             let server = Server::start();
-            (server.url.clone(), Some(server))
+            (server.url(), Some(server))
         }
     }
 }

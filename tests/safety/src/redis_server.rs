@@ -1,7 +1,7 @@
 //! redis-server processes the checker starts, faults and stops itself: each
-//! a child process on a loopback port with no persistence, its pid in
-//! `<run dir>/<name>.pid` (so `run.sh`'s trap can stop exactly these even if
-//! the checker itself dies), killed on drop.
+//! a child process on a loopback port from `ci/ports.sh`, with no
+//! persistence, its pid in `<run dir>/<name>.pid` (so `run.sh`'s trap can
+//! stop exactly these even if the checker itself dies), killed on drop.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,29 +22,15 @@ pub struct RedisServer {
     replica_of: Option<u16>,
 }
 
-fn pick_port(salt: u64) -> u16 {
-    // 20000-32767: below Linux's ephemeral range, as ci/redis.sh does.
-    let nanos = crate::clock::mono_ns() ^ (u64::from(std::process::id()) << 20) ^ salt;
-    let mut x = nanos | 1;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    20000 + (x % 12768) as u16
-}
-
-fn port_free(port: u16) -> bool {
-    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-}
-
 impl RedisServer {
-    /// Start a fresh server on a free port.
+    /// Start a fresh server on a port of its own from `ci/ports.sh` (kept
+    /// across restarts, released on drop).
     pub async fn start(dir: &Path, name: &str, replica_of: Option<u16>) -> Result<Self, String> {
         let mut last = String::new();
-        for attempt in 0..10u64 {
-            let port = pick_port(attempt.wrapping_mul(7919));
-            if !port_free(port) {
-                continue;
-            }
+        for _ in 0..3 {
+            // Only a process outside the allocator can hold a claimed port;
+            // a failed start drops `server`, which releases the port.
+            let port = fencelock_testkit::claim(1)[0];
             let mut server = RedisServer {
                 name: name.to_owned(),
                 port,
@@ -173,5 +159,6 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill_now(Signal::SIGKILL);
+        fencelock_testkit::release(&[self.port]);
     }
 }

@@ -2,106 +2,18 @@
 //!
 //! `redis_url()` / `redlock_urls()` use FENCELOCK_TEST_REDIS_URL /
 //! FENCELOCK_TEST_REDLOCK_URLS when the harness exported them and otherwise
-//! start private servers. `Server::start*` always starts a private server
-//! (for tests that stop, kill, restart or password-protect one, or that
-//! need an otherwise idle server to count commands). Every private server is
-//! a child process killed when its `Server` is dropped.
+//! start private servers. `Server::start*` (the workspace's one launcher,
+//! `fencelock-testkit`) always starts a private server (for tests that stop,
+//! kill, restart or password-protect one, or that need an otherwise idle
+//! server to count commands), on a port from `ci/ports.sh`. Every private
+//! server is a child process killed when its `Server` is dropped.
 
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-pub struct Server {
-    child: Option<Child>,
-    pub port: u16,
-    args: Vec<String>,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Server {
-    pub fn start() -> Server {
-        Self::start_with(&[])
-    }
-
-    /// Extra redis-server arguments, e.g. `["--requirepass", "pw"]`.
-    pub fn start_with(args: &[&str]) -> Server {
-        let mut server = Server {
-            child: None,
-            port: free_port(),
-            args: args.iter().map(|s| s.to_string()).collect(),
-        };
-        server.spawn();
-        server
-    }
-
-    fn spawn(&mut self) {
-        let child =
-            Command::new(std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()))
-                .args(["--port", &self.port.to_string()])
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-                .args(&self.args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be installed (apt-get install redis-server)");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {} did not start",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    /// Kill the server (SIGKILL: no goodbye to clients).
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {} did not stop",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Start again on the same port (empty: nothing is persisted).
-    pub fn restart(&mut self) {
-        self.stop();
-        self.spawn();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+pub use fencelock_testkit::Server;
 
 /// The single Redis for ordinary tests, and the private server (if any) to
 /// keep alive while it is used.
