@@ -44,15 +44,6 @@ suite() {  # suite NAME COMMAND...: run it, record status and duration
     failed=1
   fi
 }
-optional_suite() {  # optional_suite NAME SCRIPT [ARGS]: run it if its owner wrote it
-  local name=$1 script=$2
-  shift 2
-  if [ -f "$script" ]; then
-    suite "$name" bash "$script" "$@"
-  else
-    summary+=("$(printf '%-8s absent (%s not written yet)' "$name" "$script")")
-  fi
-}
 
 # `napi build --platform` (node) always passes --target <host>, so its release
 # artifacts live in target/<host>/release. Point maturin (python) there too
@@ -62,15 +53,15 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 
 suite rust bash ci/test-rust.sh
 suite wasm bash ci/test-wasm.sh
-CARGO_BUILD_TARGET=$host optional_suite python ci/test-python.sh
-optional_suite node ci/test-node.sh
+CARGO_BUILD_TARGET=$host suite python bash ci/test-python.sh
+suite node bash ci/test-node.sh
 # Cross-language: vectors, interop agents, MONITOR sameness, the demo.
-optional_suite interop ci/test-interop.sh
+suite interop bash ci/test-interop.sh
 # The 1-2 minute subset of `make safety` (own servers, no fuzzing).
-optional_suite safety tests/safety/run.sh --quick
+suite safety bash tests/safety/run.sh --quick
 # `make bench QUICK=1`, once, to keep the benchmark harness working; the
 # numbers are not asserted here.
-QUICK=1 optional_suite bench bench/run.sh
+QUICK=1 suite bench bash bench/run.sh
 suite lint bash ci/lint.sh
 
 echo; echo "===== summary"
