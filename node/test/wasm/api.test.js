@@ -39,6 +39,11 @@ test('the main entry refuses to load under FENCELOCK_FORCE_WASM=1 and names fenc
   assert.match(run.stderr, /ERR_FENCELOCK_NATIVE_UNAVAILABLE/)
 })
 
+test('the ESM entry (import \'fencelock/wasm\') exports the very same classes as require()', async () => {
+  const esm = await import('fencelock/wasm')
+  for (const k of ['Client', 'Lease', 'LockError', 'NotAcquiredError', 'LockLostError', 'RedisError']) assert.equal(esm[k], wasm[k], k)
+})
+
 test('error classes are the main entry\'s (one module, instanceof works across flavours)', () => {
   for (const k of ['LockError', 'NotAcquiredError', 'LockLostError', 'RedisError']) assert.equal(wasm[k], errors[k], k)
   assert.ok(new LockLostError('x') instanceof errors.LockError)
