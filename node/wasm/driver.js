@@ -126,7 +126,7 @@ class WasmClient {
     return new Promise((resolve, reject) => {
       const actor = new Actor(this, spec, shown, token, { resolve, reject, tryOnce })
       this.#actors.add(actor)
-      actor.start(cancel)
+      actor.start(cancel).catch(reject) // a bug, not an outcome: surface it to the caller
     })
   }
 

@@ -318,37 +318,44 @@ describe('bad inputs (private server: nothing may be written)', () => {
   })
 })
 
-describe('redlock over five ioredis clients', () => {
-  let apps
-  let client
-  before(async () => {
-    apps = (await redlockUrls()).map((u) => new Redis(u))
-    client = Client.fromRedis(apps)
-  })
-  after(async () => {
-    await client?.close()
-    await Promise.all(apps.map((a) => a.quit()))
-  })
+for (const [kind, connect] of Object.entries(ADAPTERS)) {
+  describe(`redlock over five ${kind} clients`, () => {
+    let apps
+    let client
+    before(async () => {
+      apps = await Promise.all((await redlockUrls()).map(connect))
+      client = Client.fromRedis(apps.map((a) => a.redis))
+    })
+    after(async () => {
+      await client?.close()
+      await Promise.all((apps ?? []).map((a) => a.quit()))
+    })
 
-  test('a lagging fence counter is written back to a majority; waiters hand over', async () => {
-    const name = uniqueName('wasm-redlock')
-    const fenceKey = `fencelock:{${name}}:fence`
-    const ahead = BigInt(Date.now()) * 1024n + 1_000_000n
-    await apps[0].set(fenceKey, String(ahead))
-    const lease = await client.acquire(name, { ttl: 10_000 })
-    assert.ok(lease.fence > ahead, `${lease.fence} > ${ahead}`)
-    const values = await Promise.all(apps.map((a) => a.get(fenceKey)))
-    assert.ok(values.filter((v) => v === String(lease.fence)).length >= 3, values.join())
-    const other = Client.fromRedis(apps)
-    try {
-      const waiting = other.acquire(name, { ttl: 10_000, wait: 5_000 })
-      await new Promise((r) => setTimeout(r, 50))
-      await lease.release()
-      const next = await within(900, waiting, 'redlock handoff')
-      assert.ok(next.fence > lease.fence)
-      await next.release()
-    } finally {
-      await other.close()
-    }
+    test('a lagging fence counter is written back to a majority; waiters hand over', async () => {
+      const name = uniqueName(`wasm-redlock-${kind}`)
+      const fenceKey = `fencelock:{${name}}:fence`
+      const raws = await Promise.all((await redlockUrls()).map((u) => Raw.connect(u)))
+      try {
+        const ahead = BigInt(Date.now()) * 1024n + 1_000_000n
+        await raws[0].cmd('SET', fenceKey, String(ahead))
+        const lease = await client.acquire(name, { ttl: 10_000 })
+        assert.ok(lease.fence > ahead, `${lease.fence} > ${ahead}`)
+        const values = await Promise.all(raws.map(async (r) => String(await r.cmd('GET', fenceKey))))
+        assert.ok(values.filter((v) => v === String(lease.fence)).length >= 3, values.join())
+        const other = Client.fromRedis(apps.map((a) => a.redis))
+        try {
+          const waiting = other.acquire(name, { ttl: 10_000, wait: 5_000 })
+          await new Promise((r) => setTimeout(r, 50))
+          await lease.release()
+          const next = await within(900, waiting, 'redlock handoff')
+          assert.ok(next.fence > lease.fence)
+          await next.release()
+        } finally {
+          await other.close()
+        }
+      } finally {
+        for (const r of raws) r.close()
+      }
+    })
   })
-})
+}
