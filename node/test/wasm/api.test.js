@@ -60,6 +60,14 @@ test('fromRedis rejects what is not a Redis client, and bad options, before any 
   assert.throws(() => new Client(), /Client\.fromRedis\(redis\)/)
 })
 
+/** Resolves once someone listens for `name`'s release notifications on this server. */
+async function subscribed(raw, name) {
+  const channel = `fencelock:{${name}}:released`
+  await within(3_000, (async () => {
+    while ((await raw.cmd('PUBSUB', 'NUMSUB', channel))[1] < 1) await new Promise((r) => setImmediate(r))
+  })(), 'subscription')
+}
+
 /** A fresh lock client on `app`'s Redis client, with its acquire's lease. */
 function separateClient(app) {
   const client = Client.fromRedis(app.redis)
@@ -95,8 +103,9 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
         assert.ok(first.validFor > 9_000 && first.validFor <= 10_000, String(first.validFor))
         assert.equal(await other.tryAcquire(name, { ttl: 1_000 }), null)
         const waiting = other.acquire(name, { ttl: 10_000, wait: 5_000 })
-        // Released well before the holder's TTL: only the notification can wake the waiter this fast.
-        await new Promise((r) => setTimeout(r, 50))
+        // Released well before the holder's TTL, once the waiter listens:
+        // only the notification can wake it this fast.
+        await subscribed(raw, name)
         const t0 = performance.now()
         await first.release()
         await first.release()
@@ -345,7 +354,7 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
         const other = Client.fromRedis(apps.map((a) => a.redis))
         try {
           const waiting = other.acquire(name, { ttl: 10_000, wait: 5_000 })
-          await new Promise((r) => setTimeout(r, 50))
+          await Promise.all(raws.map((r) => subscribed(r, name)))
           await lease.release()
           const next = await within(900, waiting, 'redlock handoff')
           assert.ok(next.fence > lease.fence)

@@ -60,7 +60,10 @@ for (const [kind, connect] of Object.entries(adapters)) {
   assert.equal((await aborted).name, 'AbortError')
 
   const waiting = b.acquire(name, { ttl: 10_000, wait: 5_000 })
-  await sleep(30)
+  // Released once the waiter listens: only the notification wakes it this fast.
+  await within(3_000, (async () => {
+    while (Number((await app.raw('PUBSUB', 'NUMSUB', `${key}:released`))[1]) < 1) await sleep(1)
+  })(), 'subscription')
   await first.release()
   const second = await within(900, waiting, `${kind} handoff`) // the release notification woke it
   assert.ok(second.fence > first.fence)
