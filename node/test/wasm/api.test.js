@@ -258,7 +258,7 @@ test('an autoRenew lease garbage-collected unreleased stops renewing and expires
   assert.match(run.stdout, /exists 0/)
 })
 
-describe('bad inputs (private server: nothing may be written)', () => {
+describe('a private server: bad inputs write nothing; unknown outcomes and server errors', () => {
   let server
   let app
   let client
@@ -311,6 +311,21 @@ describe('bad inputs (private server: nothing may be written)', () => {
     await assert.rejects(lease.extend('1'), TypeError)
     assert.equal(await scripts(), sent)
     await lease.release()
+  })
+
+  test('a reply later than responseTimeout is an unknown outcome: RedisError, and the compensating release leaves no key', async () => {
+    const name = uniqueName('wasm-unknown')
+    const slow = Client.fromRedis(app, { responseTimeout: 100 })
+    await raw.cmd('CLIENT', 'PAUSE', '400', 'WRITE') // scripts wait; reads (EXISTS) do not
+    const err = await slow.acquire(name, { ttl: 30_000, wait: 0 }).catch((e) => e)
+    assert.ok(err instanceof RedisError && /no reply within 100 ms/.test(err.message), String(err))
+    // After the pause both the acquire and its compensating release ran, in order.
+    await within(3_000, (async () => {
+      while ((await raw.cmd('EXISTS', lockKey(name))) !== 0 || (await raw.cmd('EXISTS', `${lockKey(name)}:fence`)) === 0) {
+        await new Promise((r) => setTimeout(r, 10))
+      }
+    })(), 'compensation')
+    await slow.close()
   })
 
   test('a lock key holding the wrong type is a RedisError; a server that is gone is a RedisError', async () => {
