@@ -36,7 +36,7 @@ safety:         ## fuzz + every fault scenario, writes docs/safety.md (< 10 min)
 bench:          ## vs peer libraries -> bench/results.md; QUICK=1 for a smoke run
 	bash bench/run.sh
 
-redis-start:    ## start single + 5 redis-servers; env in .build/redis/env
+redis-start:    ## start single, 5 Redlock nodes, a cluster, Sentinels; env in .build/redis/env
 	bash ci/redis.sh start
 
 redis-stop:

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Start/stop the harness's redis-servers: one single node and 5 independent
-# nodes (Redlock), on loopback ports from ci/ports.sh, under a run directory
-# in .build/.
+# Start/stop the harness's redis-servers on loopback ports from ci/ports.sh,
+# under a run directory in .build/: one single node, 5 independent nodes
+# (Redlock), a 3-primary + 3-replica Redis Cluster, and a primary + replica
+# watched by 3 Sentinels (service "mymaster").
 #   ci/redis.sh start   -> writes $RUN_DIR/env (FENCELOCK_TEST_REDIS_URL,
-#                          FENCELOCK_TEST_REDLOCK_URLS); no-op if already up
+#                          FENCELOCK_TEST_REDLOCK_URLS, FENCELOCK_TEST_CLUSTER_URLS,
+#                          FENCELOCK_TEST_SENTINEL_URLS, FENCELOCK_TEST_SENTINEL_SERVICE);
+#                          no-op if already up
 #   ci/redis.sh stop    -> stops exactly the servers this directory started
 # FENCELOCK_REDIS_RUN_DIR overrides the run directory (ci/test.sh uses its own
 # so it never stops servers a developer started with `make redis-start`).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUN_DIR=${FENCELOCK_REDIS_RUN_DIR:-$ROOT/.build/redis}
-NODES=(single r1 r2 r3 r4 r5)
+NODES=(single r1 r2 r3 r4 r5 c1 c2 c3 c4 c5 c6 sp sr s1 s2 s3)
+SERVICE=mymaster
 
 # True if $1 is alive and really a redis-server (a stale pidfile from an
 # earlier boot could name an unrelated process; never kill that).
@@ -20,16 +24,21 @@ is_our_redis() {
 
 # Start one node; prints its port. Its port comes from ci/ports.sh, claimed
 # for this script and handed to the daemonized server once it runs (the claim
-# then lasts as long as the server). Retries on another port if a process
-# outside the allocator holds the one we got.
+# then lasts as long as the server, and covers a cluster node's bus port,
+# port + 10000). Retries on another port if a process outside the allocator
+# holds the one we got.
+#   start_node NAME [redis-server args...]
+# CONF, if set, is the config file to start with (Sentinels need one they
+# can rewrite).
 start_node() {
   local name=$1 attempt port pid
+  shift
   for attempt in 1 2 3; do
     port=$(bash "$ROOT/ci/ports.sh" claim --owner $$)
     rm -f "$RUN_DIR/$port.pid" "$RUN_DIR/$port.log"
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    redis-server ${CONF:+"$CONF"} --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize yes --pidfile "$RUN_DIR/$port.pid" \
-      --logfile "$RUN_DIR/$port.log" --dir "$RUN_DIR" >/dev/null
+      --logfile "$RUN_DIR/$port.log" --dir "$RUN_DIR" "$@" >/dev/null
     # Redis writes the pidfile only after binding; if the bind failed the
     # daemon logs "aborting", exits, and the pidfile never appears.
     for _ in $(seq 100); do
@@ -85,7 +94,66 @@ stop_all() {
   done
   [ ${#pids[@]} -eq 0 ] || stop_pids "${pids[@]}" || return 1
   [ ${#ports[@]} -eq 0 ] || bash "$ROOT/ci/ports.sh" release "${ports[@]}"
-  rm -f "$RUN_DIR"/*.pid "$RUN_DIR"/*.port "$RUN_DIR/env"
+  rm -f "$RUN_DIR"/*.pid "$RUN_DIR"/*.port "$RUN_DIR/env" "$RUN_DIR"/nodes-*.conf \
+    "$RUN_DIR"/sentinel-*.conf
+}
+
+# Three primaries and three replicas (one each), slots spread evenly; waits
+# until every node agrees the cluster is up. Prints the seed URLs.
+start_cluster() {
+  local n port ports=() addrs=() urls=()
+  for n in c1 c2 c3 c4 c5 c6; do
+    port=$(start_node "$n" --cluster-enabled yes \
+      --cluster-config-file "nodes-$n.conf" --cluster-node-timeout 2000)
+    ports+=("$port"); addrs+=("127.0.0.1:$port"); urls+=("redis://127.0.0.1:$port")
+  done
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$RUN_DIR/cluster-create.log" 2>&1 ||
+    { echo "redis.sh: cluster create failed, see $RUN_DIR/cluster-create.log" >&2; return 1; }
+  for _ in $(seq 200); do
+    local ok=0
+    for port in "${ports[@]}"; do
+      redis-cli -p "$port" CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok' && ok=$((ok + 1))
+    done
+    # Replicas must have synced too, or WAIT-based tests start on a half-built cluster.
+    if [ $ok -eq 6 ] && [ "$(for port in "${ports[@]}"; do redis-cli -p "$port" INFO replication; done |
+        grep -c 'master_link_status:up')" -eq 3 ]; then
+      (IFS=,; echo "${urls[*]}")
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "redis.sh: cluster did not reach cluster_state:ok" >&2
+  return 1
+}
+
+# A primary, its replica, and three Sentinels (quorum 2) that fail over
+# within ~2 s of the primary going down. Prints the Sentinel URLs.
+start_sentinels() {
+  local primary replica n port conf urls=()
+  primary=$(start_node sp)
+  replica=$(start_node sr --replicaof 127.0.0.1 "$primary")
+  for n in s1 s2 s3; do
+    conf=$RUN_DIR/sentinel-$n.conf
+    cat >"$conf" <<CONF
+sentinel monitor $SERVICE 127.0.0.1 $primary 2
+sentinel down-after-milliseconds $SERVICE 1000
+sentinel failover-timeout $SERVICE 4000
+sentinel parallel-syncs $SERVICE 1
+CONF
+    port=$(CONF=$conf start_node "$n" --sentinel)
+    urls+=("redis://127.0.0.1:$port")
+  done
+  for _ in $(seq 200); do
+    if redis-cli -p "$replica" INFO replication 2>/dev/null | grep -q 'master_link_status:up' &&
+       redis-cli -p "${urls[0]##*:}" SENTINEL replicas "$SERVICE" 2>/dev/null | grep -q "^$replica\$" &&
+       [ "$(redis-cli -p "${urls[0]##*:}" SENTINEL sentinels "$SERVICE" 2>/dev/null | grep -c '^name$')" -eq 2 ]; then
+      (IFS=,; echo "${urls[*]}")
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "redis.sh: the Sentinel group did not settle" >&2
+  return 1
 }
 
 all_up() {
@@ -108,10 +176,15 @@ case "${1:-}" in
     single=$(start_node single)
     urls=()
     for n in r1 r2 r3 r4 r5; do urls+=("redis://127.0.0.1:$(start_node "$n")/0"); done
+    cluster=$(start_cluster)
+    sentinels=$(start_sentinels)
     trap - ERR
     {
       echo "FENCELOCK_TEST_REDIS_URL=redis://127.0.0.1:$single/0"
       echo "FENCELOCK_TEST_REDLOCK_URLS=$(IFS=,; echo "${urls[*]}")"
+      echo "FENCELOCK_TEST_CLUSTER_URLS=$cluster"
+      echo "FENCELOCK_TEST_SENTINEL_URLS=$sentinels"
+      echo "FENCELOCK_TEST_SENTINEL_SERVICE=$SERVICE"
     } >"$RUN_DIR/env"
     echo "redis.sh: started; env in $RUN_DIR/env"
     cat "$RUN_DIR/env"
