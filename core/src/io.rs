@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Error, Instant, Script};
+use crate::{Error, Instant, Script, WaitReplicas};
 
 /// Identifies one command so its reply can be matched to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,6 +21,8 @@ pub struct Command {
     pub keys: Vec<Vec<u8>>,
     /// Note: for acquire/release/extend, `args[0]` is the token, a secret.
     pub args: Vec<Vec<u8>>,
+    /// With `replicas=N`: run `WAIT` after the script (see [`WaitReplicas`]).
+    pub wait_replicas: Option<WaitReplicas>,
 }
 
 impl fmt::Debug for Command {
@@ -38,6 +40,7 @@ impl fmt::Debug for Command {
                     .map(|k| String::from_utf8_lossy(k).into_owned())
                     .collect::<Vec<_>>(),
             )
+            .field("wait_replicas", &self.wait_replicas)
             .finish_non_exhaustive()
     }
 }

@@ -10,9 +10,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::replicas;
 use crate::{
     Command, CommandId, Error, Event, Instant, LockKeys, LockName, Reply, RetryPolicy, Script, Ttl,
-    Wait,
+    Wait, WaitReplicas,
 };
 
 /// Everything a lease is made from. The token comes from the caller (the core
@@ -68,6 +69,9 @@ enum Outcome {
     Failed(String),
     /// May or may not have run.
     Unknown(String),
+    /// Acquire/Extend: the script said yes, but fewer replicas than required
+    /// acknowledged it (`replicas=N`); our key may be there.
+    Unreplicated { acked: u32 },
 }
 
 /// One fan-out of a script to the nodes, waiting for every reply.
@@ -127,6 +131,8 @@ pub struct Lock {
     current_ttl: Ttl,
     renew_at: Option<Instant>,
     lost: bool,
+    /// `replicas=N`: grants and extensions need N replica acknowledgements.
+    replicas: Option<WaitReplicas>,
 }
 
 impl Lock {
@@ -153,7 +159,17 @@ impl Lock {
             valid_until: None,
             renew_at: None,
             lost: false,
+            replicas: None,
         }
+    }
+
+    /// Count an acquire, extend or renewal only once `replicas` replicas
+    /// acknowledged it (`WAIT replicas timeout` after the script). Too few:
+    /// the lock is released and the acquire fails with `NotAcquired` (reason
+    /// "replicas"), an extend or renewal with `LockLost`. 0 (the default)
+    /// waits for nothing. Call before `acquire`.
+    pub fn require_replicas(&mut self, replicas: u32, timeout: Duration) {
+        self.replicas = (replicas > 0).then_some(WaitReplicas { replicas, timeout });
     }
 
     fn quorum(&self) -> usize {
@@ -276,6 +292,7 @@ impl Lock {
             self.settle_if_idle();
             return;
         }
+        let replicas = self.replicas;
         let in_round = |round: &mut Option<Round>| -> bool {
             let Some(round) = round.as_mut() else {
                 return false;
@@ -284,7 +301,20 @@ impl Lock {
                 return false;
             };
             if round.outcomes[at].is_none() {
-                round.outcomes[at] = Some(Outcome::parse(round.kind, reply.clone()));
+                round.outcomes[at] = Some(match replicas {
+                    Some(wanted)
+                        if matches!(round.kind, RoundKind::Attempt | RoundKind::Extend { .. }) =>
+                    {
+                        let (reply, acked) = replicas::split(reply.clone());
+                        match Outcome::parse(round.kind, reply) {
+                            Outcome::Yes(_) if acked < wanted.replicas => {
+                                Outcome::Unreplicated { acked }
+                            }
+                            outcome => outcome,
+                        }
+                    }
+                    _ => Outcome::parse(round.kind, reply.clone()),
+                });
             }
             true
         };
@@ -481,6 +511,12 @@ impl Lock {
             }
             return;
         }
+        if let Some(error) = self.unreplicated_grant(&round, granted.len()) {
+            // Ours, but not on enough replicas to survive a failover: give
+            // it back (waking waiters: it was held) and say so.
+            self.compensate(now, true);
+            return self.fail_acquire(error);
+        }
         // No usable majority: give back what we may hold, then retry or fail.
         self.compensate(now, false);
         let failures: Vec<&str> = round
@@ -626,6 +662,13 @@ impl Lock {
         if self.lost {
             // Lost while the extend was in flight (validity ran out): too late.
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));
+        } else if self.unreplicated_grant(&round, yes).is_some() {
+            // Extended, but not on enough replicas: a failover could lose it,
+            // so it no longer counts as held. Give it back.
+            self.mark_lost();
+            self.maybe_holding.iter_mut().for_each(|m| *m = true);
+            self.compensate(now, true);
+            tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else if yes >= quorum && valid_until > now {
             self.valid_until = Some(valid_until);
             if self.config.auto_renew {
@@ -650,6 +693,26 @@ impl Lock {
                 self.renew_at = Some(now + retry);
             }
         }
+    }
+
+    /// With `replicas=N`: the round fell short of a majority of replicated
+    /// yeses only because of missing replica acknowledgements. The error
+    /// says how many acknowledged (the best node's count).
+    fn unreplicated_grant(&self, round: &Round, yes: usize) -> Option<Error> {
+        let wanted = self.replicas?.replicas;
+        let short: Vec<u32> = round
+            .outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Some(Outcome::Unreplicated { acked }) => Some(*acked),
+                _ => None,
+            })
+            .collect();
+        if yes >= self.quorum() || yes + short.len() < self.quorum() {
+            return None;
+        }
+        let acked = short.iter().copied().max().unwrap_or(0);
+        Some(replicas::too_few(&self.config.name, acked, wanted))
     }
 
     fn mark_lost(&mut self) {
@@ -812,6 +875,9 @@ impl Lock {
             script,
             keys,
             args,
+            wait_replicas: self
+                .replicas
+                .filter(|_| matches!(script, Script::Acquire | Script::Extend)),
         });
         id
     }

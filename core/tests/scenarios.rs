@@ -600,6 +600,7 @@ mod fake_redis {
             script,
             keys,
             args: args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            wait_replicas: None,
         }
     }
     fn arr(a: i64, b: i64) -> Reply {
