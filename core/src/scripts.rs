@@ -36,7 +36,7 @@ impl Script {
     pub const fn sha1(self) -> &'static str {
         match self {
             Script::Acquire => "3629876d869472151a9acacde6e28673cfd25232",
-            Script::Release => "57ba672fed85244a08a9e0e4feeb9bb784168115",
+            Script::Release => "ccda7999077035b3bbe3da67fd06c081266d1388",
             Script::Extend => "c288a94a1bfc571935713d01afe89ae8ddab6711",
             Script::RaiseFence => "c07ea54537622eac13089b4b4fd70eafd19934b3",
         }
