@@ -22,6 +22,9 @@ pub(crate) struct Connections {
     pub notifier: Arc<Notifier>,
     /// `true` once [`Client::close`] ran: actors stop renewing and leave.
     pub closed: watch::Sender<bool>,
+    /// `replicas=N`: how many replicas must acknowledge, and how long
+    /// `WAIT` may take.
+    pub replicas: (u32, std::time::Duration),
 }
 
 /// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
@@ -90,6 +93,18 @@ impl Client {
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
         // Make sure the clock's epoch predates every lock.
         let _ = driver::epoch();
+        if options.topology != crate::Topology::Standalone {
+            let (node, notifier) = crate::topology::connect(&parsed, &options, &handle).await?;
+            let labels = vec![node.label().to_owned()];
+            return Ok(Self::assemble(
+                vec![node],
+                notifier,
+                keyspace,
+                handle,
+                labels,
+                &options,
+            ));
+        }
 
         let attempts = parsed
             .iter()
@@ -127,20 +142,34 @@ impl Client {
         let config = manager_config(options.connect_timeout, options.response_timeout);
         let notifier = Arc::new(Notifier::new(&parsed, &config, &handle)?);
         let labels: Vec<String> = parsed.iter().map(|u| u.redacted.clone()).collect();
+        Ok(Self::assemble(
+            nodes, notifier, keyspace, handle, labels, &options,
+        ))
+    }
+
+    fn assemble(
+        nodes: Vec<Node>,
+        notifier: Arc<Notifier>,
+        keyspace: KeySpace,
+        handle: tokio::runtime::Handle,
+        labels: Vec<String>,
+        options: &ClientOptions,
+    ) -> Client {
         tracing::debug!(nodes = ?labels, "fencelock client connected");
-        Ok(Client {
+        Client {
             inner: Arc::new(Inner {
                 conns: RwLock::new(Some(Arc::new(Connections {
                     nodes,
                     notifier,
                     closed: watch::Sender::new(false),
+                    replicas: (options.replicas, options.response_timeout / 2),
                 }))),
                 keyspace,
                 queues: Arc::new(NameQueues::default()),
                 handle,
                 labels,
             }),
-        })
+        }
     }
 
     /// How many Redis nodes this client talks to (1, or N for Redlock).

@@ -9,12 +9,14 @@ use fencelock_core::{Command, Error, Reply, Script};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 
+use crate::topology::Conn;
 use crate::url::{scrub, NodeUrl};
 
-/// A Redis node: its data connection and the name it goes by in messages.
+/// A Redis node (or a whole cluster, or the primary Sentinels point at): its
+/// data connection and the name it goes by in messages.
 #[derive(Clone)]
 pub(crate) struct Node {
-    conn: ConnectionManager,
+    conn: Conn,
     label: Arc<str>,
     password: Option<Arc<str>>,
 }
@@ -113,7 +115,7 @@ impl Node {
                             tracing::debug!(node = %label, error = %e.category(), "SCRIPT LOAD at connect failed; scripts load on first use");
                         }
                         return Ok(Connected::Up(Node {
-                            conn,
+                            conn: Conn::Single(conn),
                             label,
                             password,
                         }));
@@ -132,12 +134,21 @@ impl Node {
             .map_err(|e| Error::redis(None, describe_error(&label, password.as_deref(), &e)))?;
         Ok(Connected::Down(
             Node {
-                conn,
+                conn: Conn::Single(conn),
                 label,
                 password,
             },
             error,
         ))
+    }
+
+    /// A node of another topology (see `topology.rs`).
+    pub(crate) fn from_conn(conn: Conn, label: &str, password: Option<&str>) -> Node {
+        Node {
+            conn,
+            label: label.into(),
+            password: password.map(Into::into),
+        }
     }
 
     pub(crate) fn label(&self) -> &str {
@@ -200,10 +211,16 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        match conn.send_packed_command(&evalsha).await {
-            Ok(Value::ServerError(e)) if e.code() == "NOSCRIPT" => {}
-            Err(e) if e.code() == Some("NOSCRIPT") => {}
-            other => return other,
+        let sharded = conn.sharded() && command.script == Script::Release;
+        if sharded {
+            // The release script's notification goes out as SPUBLISH, to
+            // the shard's sharded subscribers (not an argument the core
+            // knows: it is how this topology delivers it).
+            evalsha.arg("SPUBLISH");
+        }
+        let first = crate::replicas::send(&mut conn, evalsha, command.wait_replicas).await;
+        if !crate::replicas::is_noscript(&first, command.wait_replicas.is_some()) {
+            return first;
         }
         // SCRIPT FLUSH, a restart or a failover emptied the script cache: EVAL
         // runs the source and caches it again, so the next EVALSHA hits.
@@ -213,7 +230,10 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        conn.send_packed_command(&eval).await
+        if sharded {
+            eval.arg("SPUBLISH");
+        }
+        crate::replicas::send(&mut conn, eval, command.wait_replicas).await
     }
 
     fn to_reply(&self, command: &Command, result: redis::RedisResult<Value>) -> Reply {
@@ -307,7 +327,7 @@ pub(crate) fn retry_on_fresh_connection(e: &RedisError) -> bool {
 /// Errors that retrying cannot fix: wrong credentials, missing permissions,
 /// a bad database index, a TLS configuration problem. (A server that is
 /// down, loading or timing out is not fatal: Redlock tolerates a minority.)
-fn is_fatal_connect_error(e: &RedisError) -> bool {
+pub(crate) fn is_fatal_connect_error(e: &RedisError) -> bool {
     use redis::{ErrorKind as K, ServerErrorKind as S};
     matches!(
         e.kind(),

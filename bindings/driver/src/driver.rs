@@ -190,6 +190,8 @@ pub(crate) async fn run(job: Job) {
     let ttl = config.ttl.as_duration();
     let auto_renew = config.auto_renew;
     let mut lock = Lock::new(config);
+    let (replicas, replica_timeout) = conns.replicas;
+    lock.require_replicas(replicas, replica_timeout);
     if let Err(e) = lock.acquire(now()) {
         let _ = reply.send(Err(e));
         return;

@@ -75,11 +75,15 @@
 //! cause, never a token or a password.
 
 mod client;
+mod cluster;
 mod connection;
 mod driver;
 mod lease;
 mod notify;
 mod queue;
+mod replicas;
+mod sentinel;
+mod topology;
 mod url;
 
 use std::time::Duration;
@@ -87,6 +91,7 @@ use std::time::Duration;
 pub use client::Client;
 pub use fencelock_core::{Error, LockName, Wait, MAX_NAME_BYTES, MAX_TTL_MS};
 pub use lease::Lease;
+pub use topology::Topology;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -107,6 +112,15 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Bound on each command's reply; a timeout counts as an unknown outcome.
     pub response_timeout: Duration,
+    /// What the URLs are: one node / Redlock nodes (default), cluster
+    /// seeds, or Sentinels (see the README's "Topologies").
+    pub topology: Topology,
+    /// Replicas that must acknowledge (`WAIT`) every acquire, extend and
+    /// renewal before it counts; 0 (default) waits for none. Too few: the
+    /// lock is released and the call fails (`NotAcquired` with reason
+    /// "replicas"; `LockLost` for an extend or renewal). `WAIT` waits at
+    /// most half the response timeout.
+    pub replicas: u32,
 }
 
 impl Default for ClientOptions {
@@ -115,6 +129,8 @@ impl Default for ClientOptions {
             prefix: fencelock_core::keys::DEFAULT_PREFIX.to_owned(),
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            topology: Topology::Standalone,
+            replicas: 0,
         }
     }
 }

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redis::aio::ConnectionManager;
-use redis::{ProtocolVersion, PushInfo, PushKind, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::{ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{mpsc, Notify};
 
 use crate::url::NodeUrl;
@@ -80,6 +81,51 @@ impl std::fmt::Debug for Notifier {
 }
 
 impl Notifier {
+    /// A Redis Cluster's sharded pub/sub: one cluster connection whose
+    /// SSUBSCRIBEs go to the shard owning each channel's slot (redis-rs
+    /// moves them after a resharding or failover). Connects in the
+    /// background; nothing is sent until the first waiter subscribes.
+    pub(crate) fn new_cluster(
+        builder: redis::cluster::ClusterClientBuilder,
+        connect_timeout: std::time::Duration,
+        label: String,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<Notifier, fencelock_core::Error> {
+        let table = Arc::new(Mutex::new(Table::default()));
+        let dispatch_table = Arc::clone(&table);
+        let sender = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+            dispatch(&dispatch_table, push);
+            Ok(())
+        };
+        let client = builder.push_sender(sender).build().map_err(|e| {
+            fencelock_core::Error::invalid(format!("cluster {label}: {}", e.category()))
+        })?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reconcile_table = Arc::clone(&table);
+        handle.spawn(async move {
+            let mut delay = std::time::Duration::from_millis(10);
+            let conn = loop {
+                match crate::cluster::connect(&client, connect_timeout).await {
+                    Ok(conn) => break conn,
+                    // Nobody is listening any more: the client is gone.
+                    Err(_) if rx.is_closed() => return,
+                    Err(e) => {
+                        tracing::warn!(cluster = %label, error = %e.category(), "pub/sub connection failed; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(std::time::Duration::from_secs(1));
+                    }
+                }
+            };
+            reconciler(Sharded(conn), reconcile_table, rx, label).await;
+        });
+        Ok(Notifier {
+            nodes: vec![NodeSub {
+                table,
+                reconcile: tx,
+            }],
+        })
+    }
+
     /// Sets up (lazily connecting) pub/sub connections; nothing is sent
     /// until the first waiter subscribes.
     pub(crate) fn new(
@@ -222,7 +268,7 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
         }
     };
     match push.kind {
-        PushKind::Message => {
+        PushKind::Message | PushKind::SMessage => {
             let Some(Value::BulkString(channel)) = push.data.first() else {
                 return;
             };
@@ -237,7 +283,18 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
                 entry.rejoin = true;
             }
         }
-        PushKind::Subscribe => {
+        // The server dropped a sharded subscription (its slot moved away):
+        // redis-rs subscribes at the new owner; wake the waiters then.
+        PushKind::SUnsubscribe => {
+            let Some(Value::BulkString(channel)) = push.data.first() else {
+                return;
+            };
+            let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(entry) = table.channels.get_mut(channel.as_slice()) {
+                entry.rejoin = true;
+            }
+        }
+        PushKind::Subscribe | PushKind::SSubscribe => {
             let Some(Value::BulkString(channel)) = push.data.first() else {
                 return;
             };
@@ -258,7 +315,7 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
 /// channels), so a burst of waiters on many names costs a few round trips,
 /// not one each. Ends when the client is dropped or closed.
 async fn reconciler(
-    mut conn: ConnectionManager,
+    mut conn: impl PubSub,
     table: Arc<Mutex<Table>>,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
     label: String,
@@ -352,4 +409,74 @@ fn settle(table: &Mutex<Table>, channel: &[u8], ok: bool) -> bool {
         }
     }
     true
+}
+
+/// The (un)subscribe commands of one pub/sub connection.
+trait PubSub: Send + 'static {
+    fn subscribe(
+        &mut self,
+        channels: &[Vec<u8>],
+    ) -> impl std::future::Future<Output = RedisResult<()>> + Send;
+    fn unsubscribe(
+        &mut self,
+        channels: &[Vec<u8>],
+    ) -> impl std::future::Future<Output = RedisResult<()>> + Send;
+}
+
+impl PubSub for ConnectionManager {
+    fn subscribe(
+        &mut self,
+        channels: &[Vec<u8>],
+    ) -> impl std::future::Future<Output = RedisResult<()>> + Send {
+        ConnectionManager::subscribe(self, channels.to_vec())
+    }
+    fn unsubscribe(
+        &mut self,
+        channels: &[Vec<u8>],
+    ) -> impl std::future::Future<Output = RedisResult<()>> + Send {
+        ConnectionManager::unsubscribe(self, channels.to_vec())
+    }
+}
+
+/// Sharded pub/sub on a cluster. One channel per command: the channels of
+/// different locks live in different slots (a multi-channel SSUBSCRIBE
+/// would be CROSSSLOT); they go out concurrently.
+struct Sharded(ClusterConnection);
+
+impl Sharded {
+    async fn each(&self, channels: &[Vec<u8>], subscribe: bool) -> RedisResult<()> {
+        let calls = channels.iter().map(|channel| {
+            let mut conn = self.0.clone();
+            async move {
+                if subscribe {
+                    conn.ssubscribe(channel).await
+                } else {
+                    conn.sunsubscribe(channel).await
+                }
+            }
+        });
+        futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .collect()
+    }
+}
+
+impl PubSub for Sharded {
+    fn subscribe(
+        &mut self,
+        channels: &[Vec<u8>],
+    ) -> impl std::future::Future<Output = RedisResult<()>> + Send {
+        let this = Sharded(self.0.clone());
+        let channels = channels.to_vec();
+        async move { this.each(&channels, true).await }
+    }
+    fn unsubscribe(
+        &mut self,
+        channels: &[Vec<u8>],
+    ) -> impl std::future::Future<Output = RedisResult<()>> + Send {
+        let this = Sharded(self.0.clone());
+        let channels = channels.to_vec();
+        async move { this.each(&channels, false).await }
+    }
 }
