@@ -13,6 +13,20 @@ export interface ConnectOptions {
   connectTimeout?: number
   /** Milliseconds to wait for each Redis reply (default 2000). */
   responseTimeout?: number
+  /**
+   * `'cluster'`: the URLs are Redis Cluster seeds. `'sentinel'`: they are
+   * Sentinels and `service` names the monitored primary. Default: one URL is
+   * a single Redis, several are independent Redlock nodes.
+   */
+  topology?: 'cluster' | 'sentinel'
+  /** With `topology: 'sentinel'`: the primary's service name. */
+  service?: string
+  /**
+   * Replicas that must acknowledge (WAIT) every acquire, extend and renewal
+   * (default 0). Too few: the lock is released and the call fails
+   * (NotAcquiredError with reason 'replicas'; LockLostError for an extend).
+   */
+  replicas?: number
 }
 
 /** Options of {@link Client.acquire}, {@link Client.tryAcquire} and {@link Client.withLock}. */

@@ -6,7 +6,7 @@
 // always start their own with startRedis().
 const { once } = require('node:events')
 const { randomUUID } = require('node:crypto')
-const { Redis, startServer, claimPorts, releasePorts } = require('../../tests/support/fltest.js')
+const { Redis, startServer, claimPorts, releasePorts, harnessEnv } = require('../../tests/support/fltest.js')
 
 // ---------------------------------------------------------------- raw RESP client
 
@@ -72,4 +72,4 @@ function aborted(signal) {
   return once(signal, 'abort').then(() => signal.reason)
 }
 
-module.exports = { Raw, startRedis, redisUrl, redlockUrls, uniqueName, lockKey, within, aborted, claimPorts, releasePorts }
+module.exports = { Raw, startRedis, redisUrl, redlockUrls, uniqueName, lockKey, within, aborted, claimPorts, releasePorts, harnessEnv }

@@ -56,7 +56,10 @@ class Client(_native.Client):
     """A blocking client, safe to share between threads.
 
     ``Client(url)`` talks to one Redis; ``Client([url1, url2, ...])`` to
-    independent Redis nodes with Redlock (a majority must agree). It connects
+    independent Redis nodes with Redlock (a majority must agree);
+    ``topology="cluster"`` treats the URLs as Redis Cluster seeds and
+    ``topology="sentinel", service="mymaster"`` as Sentinels. ``replicas=N``
+    counts a lock only once N replicas acknowledged it. It connects
     on first use. Blocking calls release the GIL; Ctrl-C interrupts a waiting
     ``acquire`` promptly and leaves no lock behind.
     """

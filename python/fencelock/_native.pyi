@@ -5,7 +5,7 @@ Use the re-exports in ``fencelock``; ``Client``/``AsyncClient`` there add
 """
 
 import asyncio
-from typing import Callable, List, Optional, Tuple, Union, final
+from typing import Callable, List, Literal, Optional, Tuple, Union, final
 
 __version__: str
 
@@ -76,6 +76,9 @@ class Client:
         prefix: Optional[str] = None,
         connect_timeout: Optional[float] = None,
         response_timeout: Optional[float] = None,
+        topology: Optional[Literal["cluster", "sentinel"]] = None,
+        service: Optional[str] = None,
+        replicas: Optional[int] = None,
     ) -> None: ...
     def acquire(
         self,
@@ -104,6 +107,9 @@ class AsyncClient:
         prefix: Optional[str] = None,
         connect_timeout: Optional[float] = None,
         response_timeout: Optional[float] = None,
+        topology: Optional[Literal["cluster", "sentinel"]] = None,
+        service: Optional[str] = None,
+        replicas: Optional[int] = None,
     ) -> None: ...
     def _acquire(
         self,

@@ -29,7 +29,7 @@ PREFIX = b"fencelock:"
 
 # The one RESP client and redis-server launcher of every Python suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
-from fltest import Redis, RespError, Server  # noqa: E402
+from fltest import Redis, RespError, Server, harness_env  # noqa: E402
 
 __all__ = ["Redis", "RespError", "Server"]
 
@@ -137,3 +137,43 @@ def subscribers(r: Redis, name: "str | bytes") -> int:
     channel = lock_keys(name)[2]
     reply = r.execute("PUBSUB", "NUMSUB", channel)
     return int(reply[1])
+
+
+# --------------------------------------------------------------------------
+# Topologies the harness provides (a Redis Cluster, Sentinels).
+
+
+@pytest.fixture(scope="session")
+def cluster_urls() -> List[str]:
+    return harness_env("FENCELOCK_TEST_CLUSTER_URLS").split(",")
+
+
+@pytest.fixture(scope="session")
+def sentinel() -> "tuple[List[str], str]":
+    return (
+        harness_env("FENCELOCK_TEST_SENTINEL_URLS").split(","),
+        harness_env("FENCELOCK_TEST_SENTINEL_SERVICE"),
+    )
+
+
+def cluster_get(urls: List[str], key: bytes) -> Optional[bytes]:
+    """GET from the primary that owns the key's slot (the others say MOVED)."""
+    for url in urls:
+        conn = Redis(url)
+        try:
+            return conn.execute("GET", key)  # type: ignore[no-any-return]
+        except RespError:
+            continue
+        finally:
+            conn.close()
+    raise AssertionError("no cluster node owns the key")
+
+
+def sentinel_primary(sentinel: "tuple[List[str], str]") -> str:
+    urls, service = sentinel
+    conn = Redis(urls[0])
+    try:
+        host, port = conn.execute("SENTINEL", "get-master-addr-by-name", service)
+    finally:
+        conn.close()
+    return f"redis://{host.decode()}:{port.decode()}/0"

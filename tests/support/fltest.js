@@ -357,6 +357,23 @@ async function startServer({ password, args = [] } = {}) {
   }
 }
 
+/**
+ * A topology the harness provides (FENCELOCK_TEST_CLUSTER_URLS, ...): from the
+ * environment under `make test`, else from `ci/redis.sh start` (what
+ * `make redis-start` runs; idempotent, stopped by `make redis-stop`).
+ */
+function harnessEnv(name) {
+  if (process.env[name]) return process.env[name]
+  const runDir = process.env.FENCELOCK_REDIS_RUN_DIR || path.join(ROOT, '.build', 'redis')
+  execFileSync('bash', [path.join(ROOT, 'ci', 'redis.sh'), 'start'], {
+    env: { ...process.env, FENCELOCK_REDIS_RUN_DIR: runDir },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  const line = fs.readFileSync(path.join(runDir, 'env'), 'utf8').split('\n').find((l) => l.startsWith(`${name}=`))
+  if (!line) throw new Error(`${name} missing from ${runDir}/env`)
+  return line.slice(name.length + 1)
+}
+
 /** The harness's FENCELOCK_TEST_REDIS_URL, or a private server. */
 async function redisUrlOrServer() {
   const url = process.env.FENCELOCK_TEST_REDIS_URL
@@ -378,5 +395,6 @@ module.exports = {
   claimPorts,
   releasePorts,
   startServer,
+  harnessEnv,
   redisUrlOrServer,
 }

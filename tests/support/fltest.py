@@ -331,6 +331,28 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def harness_env(var: str) -> str:
+    """A topology the harness provides (FENCELOCK_TEST_CLUSTER_URLS, ...):
+    from the environment under `make test`, else from `ci/redis.sh start`
+    (what `make redis-start` runs; idempotent, stopped by `make redis-stop`)."""
+    value = os.environ.get(var)
+    if value:
+        return value
+    root = Path(__file__).resolve().parents[2]
+    run_dir = Path(os.environ.get("FENCELOCK_REDIS_RUN_DIR") or root / ".build" / "redis")
+    subprocess.run(
+        ["bash", str(root / "ci" / "redis.sh"), "start"],
+        env={**os.environ, "FENCELOCK_REDIS_RUN_DIR": str(run_dir)},
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    for line in (run_dir / "env").read_text().splitlines():
+        key, _, val = line.strip().partition("=")
+        if key == var:
+            return val
+    raise AssertionError(f"{var} missing from {run_dir}/env")
+
+
 def redis_url_or_server() -> Tuple[str, Optional[Server]]:
     """The harness's FENCELOCK_TEST_REDIS_URL, or a private server."""
     url = os.environ.get("FENCELOCK_TEST_REDIS_URL")

@@ -187,6 +187,34 @@ fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
     )? {
         options.response_timeout = t;
     }
+    let text = |key: &str| -> Result<Option<String>> {
+        match object
+            .get::<Option<Either<String, Unknown>>>(key)?
+            .flatten()
+        {
+            None => Ok(None),
+            Some(Either::A(value)) => Ok(Some(value)),
+            Some(Either::B(other)) => {
+                Err(type_error(&format!("options.{key}"), "a string", &other))
+            }
+        }
+    };
+    options.topology =
+        fencelock::Topology::parse(text("topology")?.as_deref(), text("service")?.as_deref())
+            .map_err(lock_error)?;
+    match object.get::<NumberArg>("replicas")?.flatten() {
+        None => {}
+        Some(Either::A(n)) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => {
+            options.replicas = n as u32;
+        }
+        Some(Either::A(_)) => {
+            return Err(tagged(
+                "INVALID_ARGUMENT",
+                "options.replicas must be a whole number from 0 to 2^32 - 1",
+            ))
+        }
+        Some(Either::B(other)) => return Err(type_error("options.replicas", "a number", &other)),
+    }
     Ok(options)
 }
 

@@ -38,6 +38,7 @@ impl Connector {
         prefix: Option<&Bound<'_, PyAny>>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         response_timeout: Option<&Bound<'_, PyAny>>,
+        topology: &Topology<'_, '_>,
     ) -> PyResult<Self> {
         let urls = convert::urls(url)?;
         fencelock::check_urls(urls.clone()).map_err(errors::invalid)?;
@@ -51,6 +52,14 @@ impl Connector {
         }
         if let Some(value) = response_timeout.filter(|v| !v.is_none()) {
             options.response_timeout = convert::timeout("response_timeout", value)?;
+        }
+        options.topology = fencelock::Topology::parse(
+            convert::optional_str("topology", topology.topology)?.as_deref(),
+            convert::optional_str("service", topology.service)?.as_deref(),
+        )
+        .map_err(errors::invalid)?;
+        if let Some(value) = topology.replicas.filter(|v| !v.is_none()) {
+            options.replicas = convert::count("replicas", value)?;
         }
         Ok(Connector {
             urls,
@@ -130,6 +139,13 @@ impl Drop for Connector {
     }
 }
 
+/// The topology keywords of both clients' constructors.
+struct Topology<'a, 'py> {
+    topology: Option<&'a Bound<'py, PyAny>>,
+    service: Option<&'a Bound<'py, PyAny>>,
+    replicas: Option<&'a Bound<'py, PyAny>>,
+}
+
 /// Converted `acquire` arguments.
 struct Request {
     name: Name,
@@ -178,15 +194,24 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None))]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
         prefix: Option<&Bound<'_, PyAny>>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         response_timeout: Option<&Bound<'_, PyAny>>,
+        topology: Option<&Bound<'_, PyAny>>,
+        service: Option<&Bound<'_, PyAny>>,
+        replicas: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let topology = Topology {
+            topology,
+            service,
+            replicas,
+        };
         Ok(Client {
-            connector: Connector::new(url, prefix, connect_timeout, response_timeout)?,
+            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology)?,
         })
     }
 
@@ -337,15 +362,24 @@ pub struct AsyncClient {
 #[pymethods]
 impl AsyncClient {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None))]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
         prefix: Option<&Bound<'_, PyAny>>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         response_timeout: Option<&Bound<'_, PyAny>>,
+        topology: Option<&Bound<'_, PyAny>>,
+        service: Option<&Bound<'_, PyAny>>,
+        replicas: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let topology = Topology {
+            topology,
+            service,
+            replicas,
+        };
         Ok(AsyncClient {
-            connector: Connector::new(url, prefix, connect_timeout, response_timeout)?,
+            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology)?,
         })
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use fencelock_core::{LockName, Ttl, Wait};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::invalid as to_py;
 
@@ -149,15 +149,37 @@ pub fn urls(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 }
 
 pub fn prefix(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    optional_str("prefix", value)
+}
+
+/// An optional `str` keyword (`None` = not given).
+pub fn optional_str(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     match value {
         None => Ok(None),
         Some(value) if value.is_none() => Ok(None),
         Some(value) => match value.cast::<PyString>() {
             Ok(text) => Ok(Some(text.to_cow()?.into_owned())),
             Err(_) => Err(PyTypeError::new_err(format!(
-                "prefix must be a str, not {}",
+                "{what} must be a str, not {}",
                 type_name(value)
             ))),
         },
     }
+}
+
+/// A count such as `replicas`: an `int` (not a `bool`) from 0 to 2^32 - 1.
+pub fn count(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u32> {
+    if value.cast::<PyBool>().is_ok() || value.cast::<PyInt>().is_err() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            type_name(value)
+        )));
+    }
+    let n: i128 = value.extract()?;
+    u32::try_from(n).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be between 0 and {}, not {n}",
+            u32::MAX
+        ))
+    })
 }

@@ -195,34 +195,7 @@ impl Monitor {
     }
 }
 
-/// A topology the harness provides (`FENCELOCK_TEST_CLUSTER_URLS`,
-/// `FENCELOCK_TEST_SENTINEL_URLS`, ...): from the environment when
-/// `make test` exported it, otherwise from `ci/redis.sh start` (the servers
-/// `make redis-start` runs; idempotent, stopped by `make redis-stop`).
-pub fn harness_env(var: &str) -> String {
-    if let Ok(value) = std::env::var(var) {
-        if !value.is_empty() {
-            return value;
-        }
-    }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let run_dir = std::env::var("FENCELOCK_REDIS_RUN_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| root.join(".build/redis"));
-    let status = Command::new("bash")
-        .arg(root.join("ci/redis.sh"))
-        .arg("start")
-        .env("FENCELOCK_REDIS_RUN_DIR", &run_dir)
-        .stdout(Stdio::null())
-        .status()
-        .expect("run ci/redis.sh");
-    assert!(status.success(), "ci/redis.sh start failed");
-    let env = std::fs::read_to_string(run_dir.join("env")).expect("ci/redis.sh wrote its env file");
-    env.lines()
-        .find_map(|line| line.strip_prefix(&format!("{var}=")))
-        .unwrap_or_else(|| panic!("{var} missing from {}", run_dir.join("env").display()))
-        .to_owned()
-}
+pub use fencelock_testkit::harness_env;
 
 pub fn split_urls(urls: &str) -> Vec<String> {
     urls.split(',').map(|u| u.trim().to_owned()).collect()
