@@ -5,8 +5,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{harness_env, split_urls, unique};
+use common::{split_urls, unique};
 use fencelock::{Client, ClientOptions, Error, LockOptions, Topology};
+use fencelock_testkit::harness_env;
 
 fn seeds() -> Vec<String> {
     split_urls(&harness_env("FENCELOCK_TEST_CLUSTER_URLS"))

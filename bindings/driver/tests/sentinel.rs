@@ -6,8 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{harness_env, split_urls, unique};
+use common::{split_urls, unique};
 use fencelock::{Client, ClientOptions, Error, LockOptions, Topology};
+use fencelock_testkit::harness_env;
 
 fn sentinels() -> Vec<String> {
     split_urls(&harness_env("FENCELOCK_TEST_SENTINEL_URLS"))

@@ -195,8 +195,6 @@ impl Monitor {
     }
 }
 
-pub use fencelock_testkit::harness_env;
-
 pub fn split_urls(urls: &str) -> Vec<String> {
     urls.split(',').map(|u| u.trim().to_owned()).collect()
 }
