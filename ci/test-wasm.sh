@@ -10,8 +10,9 @@
 #     (node/test/wasm/*.test.js), then the same runtime check
 #     (node/test/wasm/runtimes.mjs) under Node, Bun and Deno, each through
 #     ioredis and node-redis.
-# Uses FENCELOCK_TEST_REDIS_URL / FENCELOCK_TEST_REDLOCK_URLS when the harness
-# set them, else starts private servers (ci/redis.sh) and stops them.
+# Uses the harness's servers (FENCELOCK_TEST_REDIS_URL, _REDLOCK_URLS,
+# _CLUSTER_URLS, _SENTINEL_URLS) when ci/test.sh exported them, else starts
+# its own with ci/redis.sh and stops them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -6,7 +6,7 @@ import { Client, Lease, LockLostError, type RedisAdapter, adapters } from 'fence
 import * as native from 'fencelock'
 
 export async function example(signal: AbortSignal): Promise<void> {
-  const client: Client = Client.fromRedis(new Redis('redis://127.0.0.1:6379'), { prefix: 'app:', responseTimeout: 1_000 })
+  const client: Client = Client.fromRedis(new Redis('redis://127.0.0.1:6379'), { prefix: 'app:', responseTimeout: 1_000, replicas: 1 })
   const redlock: Client = Client.fromRedis([new Redis(6380), new Redis(6381), new Redis(6382)])
   const nodeRedis: Client = Client.fromRedis(await createClient({ url: 'redis://127.0.0.1:6379' }).connect())
   const lease: Lease = await client.acquire('invoice:42', { ttl: 10_000, wait: 5_000, signal })

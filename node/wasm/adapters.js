@@ -5,6 +5,12 @@
 //
 //   evalsha(sha, keys, args) -> Promise<reply>   EVALSHA sha numkeys ...keys ...args
 //   eval(source, keys, args) -> Promise<reply>   EVAL (after NOSCRIPT)
+//   scriptThenWait(verb, shaOrSource, keys, args, replicas, timeoutMs)
+//     -> Promise<[outcome, outcome]>   only for the `replicas` option: the
+//                                   script (verb EVALSHA or EVAL), then
+//                                   `WAIT replicas timeoutMs` right behind
+//                                   it on the same connection; each outcome
+//                                   is { reply } or { error }
 //   isServerError(err) -> boolean   the server answered with an error (as
 //                                   opposed to a connection failure/timeout)
 //   subscribe(channel, onMessage) -> Promise<void>   on a SEPARATE
@@ -55,6 +61,16 @@ function ioredis(client) {
   return {
     evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
     eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+    // A pipeline: one connection (a Cluster sends it to the keys' node).
+    async scriptThenWait(verb, script, keys, args, replicas, timeoutMs) {
+      const replies = await client
+        .pipeline([
+          [verb.toLowerCase(), script, keys.length, ...keys, ...args],
+          ['wait', replicas, timeoutMs],
+        ])
+        .exec()
+      return replies.map(([error, reply]) => (error ? { error } : { reply }))
+    },
     isServerError: (err) => err?.name === 'ReplyError',
     async subscribe(channel, onMessage) {
       listeners.set(channel.toString('latin1'), onMessage)
@@ -89,6 +105,14 @@ function nodeRedis(client) {
   return {
     evalsha: (sha, keys, args) => evalsha('EVALSHA', sha, keys, args),
     eval: (source, keys, args) => evalsha('EVAL', source, keys, args),
+    // Sent in the same tick: node-redis writes them in order on its one socket.
+    async scriptThenWait(verb, script, keys, args, replicas, timeoutMs) {
+      const settled = await Promise.allSettled([
+        evalsha(verb, script, keys, args),
+        client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]),
+      ])
+      return settled.map((s) => (s.status === 'fulfilled' ? { reply: s.value } : { error: s.reason }))
+    },
     isServerError: (err) => {
       for (let p = err?.constructor; p && p !== Error; p = Object.getPrototypeOf(p)) {
         if (p.name === 'ErrorReply') return true

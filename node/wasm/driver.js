@@ -63,26 +63,51 @@ class CancelHandle {
 function run(adapter, command, responseTimeout) {
   const keys = command.keys.map(buffer)
   const args = command.args.map(buffer)
-  const attempt = async () => {
-    try {
-      return ['reply', await adapter.evalsha(command.sha, keys, args)]
-    } catch (err) {
-      if (!adapter.isServerError(err)) return ['unknown', messageOf(err)]
-      if (!/^NOSCRIPT/.test(err.message)) return ['error', err.message]
-    }
-    // SCRIPT FLUSH, a restart or a failover emptied the script cache: EVAL
-    // runs the source and caches it again, so the next EVALSHA hits.
-    try {
-      return ['reply', await adapter.eval(core.scriptSource(command.sha), keys, args)]
-    } catch (err) {
-      return [adapter.isServerError(err) ? 'error' : 'unknown', messageOf(err)]
-    }
-  }
+  const attempt = command.waitReplicas === undefined ? () => script(adapter, command, keys, args) : () => scriptThenWait(adapter, command, keys, args)
   let timer
   const late = new Promise((resolve) => {
     timer = unrefTimer(setTimeout(() => resolve(['unknown', `no reply within ${responseTimeout} ms`]), responseTimeout))
   })
   return Promise.race([attempt(), late]).finally(() => clearTimeout(timer))
+}
+
+/** EVALSHA, and EVAL on NOSCRIPT. */
+async function script(adapter, command, keys, args) {
+  try {
+    return ['reply', await adapter.evalsha(command.sha, keys, args)]
+  } catch (err) {
+    if (!adapter.isServerError(err)) return ['unknown', messageOf(err)]
+    if (!/^NOSCRIPT/.test(err.message)) return ['error', err.message]
+  }
+  // SCRIPT FLUSH, a restart or a failover emptied the script cache: EVAL
+  // runs the source and caches it again, so the next EVALSHA hits.
+  try {
+    return ['reply', await adapter.eval(core.scriptSource(command.sha), keys, args)]
+  } catch (err) {
+    return [adapter.isServerError(err) ? 'error' : 'unknown', messageOf(err)]
+  }
+}
+
+/**
+ * `replicas=N`: the script, then `WAIT` behind it on the same connection;
+ * the core reads `[script reply, WAIT reply]` (a failed WAIT counts 0).
+ */
+async function scriptThenWait(adapter, command, keys, args) {
+  if (typeof adapter.scriptThenWait !== 'function') return ['error', 'this Redis adapter has no scriptThenWait (needed by the replicas option)']
+  const [replicas, timeoutMs] = command.waitReplicas
+  let both
+  try {
+    both = await adapter.scriptThenWait('EVALSHA', command.sha, keys, args, replicas, timeoutMs)
+    const [first] = both
+    if (first.error !== undefined && adapter.isServerError(first.error) && /^NOSCRIPT/.test(first.error.message)) {
+      both = await adapter.scriptThenWait('EVAL', core.scriptSource(command.sha), keys, args, replicas, timeoutMs)
+    }
+  } catch (err) {
+    return ['unknown', messageOf(err)]
+  }
+  const [first, wait] = both
+  if (first.error !== undefined) return [adapter.isServerError(first.error) ? 'error' : 'unknown', messageOf(first.error)]
+  return ['reply', [first.reply, wait.error === undefined ? wait.reply : null]]
 }
 
 function messageOf(err) {

@@ -13,6 +13,12 @@ export interface FromRedisOptions {
   prefix?: string
   /** Milliseconds to wait for each Redis reply before the outcome counts as unknown (default 2000). */
   responseTimeout?: number
+  /**
+   * Replicas that must acknowledge (WAIT, for up to responseTimeout / 2) every
+   * acquire, extend and renewal (default 0). Too few: the lock is released and
+   * the call fails. Needs an adapter with `scriptThenWait` (both built-ins have it).
+   */
+  replicas?: number
 }
 
 /** The interface `fencelock/wasm` needs from a Redis client; ioredis and node-redis have built-in adapters. */
@@ -21,6 +27,18 @@ export interface RedisAdapter {
   evalsha(sha: string, keys: Buffer[], args: Buffer[]): Promise<unknown>
   /** `EVAL source numkeys ...keys ...args` (after NOSCRIPT). */
   eval(source: string, keys: Buffer[], args: Buffer[]): Promise<unknown>
+  /**
+   * Only for the `replicas` option: the script (`verb` EVALSHA or EVAL), then
+   * `WAIT replicas timeoutMs` right behind it on the same connection.
+   */
+  scriptThenWait?(
+    verb: 'EVALSHA' | 'EVAL',
+    shaOrSource: string,
+    keys: Buffer[],
+    args: Buffer[],
+    replicas: number,
+    timeoutMs: number,
+  ): Promise<[{ reply: unknown } | { error: unknown }, { reply: unknown } | { error: unknown }]>
   /** True if the server answered with an error (not a connection failure or timeout). */
   isServerError(err: unknown): boolean
   /** SUBSCRIBE on a separate connection; resolves once the server confirmed. */

@@ -125,12 +125,14 @@ fn millis(at: Instant) -> f64 {
 
 // ---------------------------------------------------------------- client options
 
-/// A client's validated options: `{ prefix, responseTimeout }`.
+/// A client's validated options: `{ prefix, responseTimeout, replicas }`.
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct ClientConfig {
     keys: KeySpace,
     response_timeout_ms: f64,
+    /// `replicas=N`: every grant and extension waits for N acknowledgements.
+    replicas: u32,
 }
 
 #[wasm_bindgen]
@@ -140,6 +142,7 @@ impl ClientConfig {
         let mut config = ClientConfig {
             keys: KeySpace::default(),
             response_timeout_ms: 2000.0,
+            replicas: 0,
         };
         let Some(options) = object_arg("options", &options)? else {
             return Ok(config);
@@ -166,6 +169,17 @@ impl ClientConfig {
             }
             config.response_timeout_ms = ms;
         }
+        let replicas = field(&options, "replicas")?;
+        if !absent(&replicas) {
+            let n = number("options.replicas", &replicas, "a number")?;
+            if !(n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n)) {
+                return Err(tagged(
+                    "INVALID_ARGUMENT",
+                    "options.replicas must be a whole number from 0 to 2^32 - 1",
+                ));
+            }
+            config.replicas = n as u32;
+        }
         Ok(config)
     }
 
@@ -184,6 +198,9 @@ impl ClientConfig {
 #[derive(Debug)]
 pub struct LockSpec {
     config: LockConfig,
+    replicas: u32,
+    /// How long WAIT may block: half the response timeout, as in the driver.
+    replica_timeout: Duration,
 }
 
 #[wasm_bindgen]
@@ -240,6 +257,8 @@ impl LockSpec {
                 retry: RetryPolicy::default(),
                 seed,
             },
+            replicas: client.replicas,
+            replica_timeout: Duration::from_secs_f64(client.response_timeout_ms / 2000.0),
         })
     }
 
@@ -287,9 +306,9 @@ impl LockSpec {
             let waited = Duration::from_secs_f64(waited_ms.max(0.0) / 1000.0);
             config.wait = Wait::Bounded(d.saturating_sub(waited));
         }
-        WasmLock {
-            lock: Lock::new(config),
-        }
+        let mut lock = Lock::new(config);
+        lock.require_replicas(self.replicas, self.replica_timeout);
+        WasmLock { lock }
     }
 }
 
@@ -350,7 +369,10 @@ impl WasmLock {
         self.lock.handle_timeout(instant(now));
     }
 
-    /// `{ id, node, sha, keys: Uint8Array[], args: Uint8Array[] }` or undefined.
+    /// `{ id, node, sha, keys: Uint8Array[], args: Uint8Array[], waitReplicas? }`
+    /// or undefined; `waitReplicas: [replicas, timeoutMs]` asks for `WAIT`
+    /// right after the script, on the same connection, and the reply
+    /// `[script reply, WAIT reply]`.
     #[wasm_bindgen(js_name = pollCommand)]
     pub fn poll_command(&mut self) -> JsValue {
         let Some(command) = self.lock.poll_command() else {
@@ -362,13 +384,23 @@ impl WasmLock {
                 .map(|item| JsValue::from(Uint8Array::from(item.as_slice())))
                 .collect()
         };
-        record(&[
+        let mut fields = vec![
             ("id", JsValue::from(command.id.0 as f64)),
             ("node", JsValue::from(command.node as f64)),
             ("sha", JsValue::from_str(command.script.sha1())),
             ("keys", bytes(&command.keys).into()),
             ("args", bytes(&command.args).into()),
-        ])
+        ];
+        if let Some(wait) = command.wait_replicas {
+            let pair: Array = [
+                JsValue::from(wait.replicas),
+                JsValue::from(wait.timeout.as_millis() as f64),
+            ]
+            .iter()
+            .collect();
+            fields.push(("waitReplicas", pair.into()));
+        }
+        record(&fields)
     }
 
     /// When to call `handleTimeout` next (ms on the `now` clock), if ever.
