@@ -13,11 +13,11 @@ const { fromNative } = require('./errors.js')
 
 const kCreate = Symbol('fencelock.create')
 
-async function call(fn) {
+async function call(fn, lockName) {
   try {
     return await fn()
   } catch (err) {
-    throw fromNative(err)
+    throw fromNative(err, lockName)
   }
 }
 
@@ -75,7 +75,7 @@ class Lease {
     // Created on first use: leases nobody watches cost no watcher.
     if (this.#controller === null) {
       const controller = (this.#controller = new AbortController())
-      const abort = (message) => controller.abort(fromNative(new Error(message)))
+      const abort = (message) => controller.abort(fromNative(new Error(message), this.#name))
       const lost = this.#native.lostMessage()
       if (lost !== null) {
         abort(lost)
@@ -91,12 +91,12 @@ class Lease {
 
   /** Extend to `ttl` ms from now (default: the lease's ttl). */
   extend(ttl) {
-    return call(() => this.#native.extend(ttl))
+    return call(() => this.#native.extend(ttl), this.#name)
   }
 
   /** Release; LockLostError if it was lost; a second call is a no-op. */
   release() {
-    return call(() => this.#native.release())
+    return call(() => this.#native.release(), this.#name)
   }
 
   [Symbol.asyncDispose]() {
@@ -170,7 +170,7 @@ class Client {
       handle = await this.#native[method](name, options, cancel)
     } catch (err) {
       if (signal?.aborted) throw signal.reason
-      throw fromNative(err)
+      throw fromNative(err, name)
     } finally {
       signal?.removeEventListener('abort', onAbort)
     }

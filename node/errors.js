@@ -4,7 +4,12 @@
 // maps the Rust side's tagged messages (`CODE: text`, from bindings/node and
 // bindings/wasm alike) to them.
 
-/** Base class of every lock outcome error (not of argument errors). */
+/**
+ * Base class of every lock outcome error (not of argument errors).
+ * `lockName`: the lock's name as given to acquire (string or Buffer), or
+ * undefined for an error of the client as a whole. (`name` is the class
+ * name, as on every Error.)
+ */
 class LockError extends Error {
   constructor(message, options) {
     super(message, options)
@@ -14,14 +19,20 @@ class LockError extends Error {
       configurable: true,
       writable: true,
     })
+    this.lockName = options?.lockName
   }
 }
 
-/** The lock was not acquired within the allowed wait. */
+/**
+ * The lock was not acquired within the allowed wait. `reason`: 'held'
+ * (someone else held it), 'unreachable' (too few Redlock nodes answered) or
+ * 'replicas' (too few replicas acknowledged).
+ */
 class NotAcquiredError extends LockError {
   constructor(message, options) {
     super(message, options)
     this.code = 'NOT_ACQUIRED'
+    this.reason = options?.reason ?? 'held'
   }
 }
 
@@ -43,19 +54,21 @@ class RedisError extends LockError {
 
 // The native side prefixes every message with its kind (see
 // bindings/node/src/lib.rs): the one rule that maps Rust errors to JS.
-const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|REDIS|INVALID_ARGUMENT|INVALID_TYPE|ABORTED): ([\s\S]*)$/
+// NotAcquired carries its reason: `NOT_ACQUIRED(held): ...`.
+const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|REDIS|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?: ([\s\S]*)$/
 
-function fromNative(err) {
+/** `lockName`: the name the failed call was about, if any. */
+function fromNative(err, lockName) {
   const match = err instanceof Error ? TAGGED.exec(err.message) : null
   if (!match) return err
-  const [, code, message] = match
+  const [, code, reason, message] = match
   switch (code) {
     case 'NOT_ACQUIRED':
-      return new NotAcquiredError(message)
+      return new NotAcquiredError(message, { lockName, reason })
     case 'LOCK_LOST':
-      return new LockLostError(message)
+      return new LockLostError(message, { lockName })
     case 'REDIS':
-      return new RedisError(message)
+      return new RedisError(message, { lockName })
     case 'INVALID_TYPE': {
       const e = new TypeError(message)
       e.code = 'ERR_INVALID_ARG_TYPE'

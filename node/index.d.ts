@@ -27,6 +27,12 @@ export interface ConnectOptions {
    * (NotAcquiredError with reason 'replicas'; LockLostError for an extend).
    */
   replicas?: number
+  /**
+   * Milliseconds a lock's fence key outlives the lock (default 60000; 0 is
+   * allowed): a name leaves nothing in Redis once ttl + fenceGrace passed
+   * after its last acquire or extend.
+   */
+  fenceGrace?: number
 }
 
 /** Options of {@link Client.acquire}, {@link Client.tryAcquire} and {@link Client.withLock}. */
@@ -103,10 +109,14 @@ export declare class Lease implements AsyncDisposable {
 /** Base class of NotAcquiredError, LockLostError and RedisError. */
 export declare class LockError extends Error {
   readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'REDIS'
+  /** The lock's name as given to acquire; undefined for a client-wide error. (`name` is the class name.) */
+  readonly lockName: LockName | undefined
 }
 /** The lock was not acquired within the allowed wait. */
 export declare class NotAcquiredError extends LockError {
   readonly code: 'NOT_ACQUIRED'
+  /** `'held'`: someone else held it; `'unreachable'`: too few Redlock nodes answered; `'replicas'`: too few replicas acknowledged. */
+  readonly reason: 'held' | 'unreachable' | 'replicas'
 }
 /** The lease is no longer held (expired, taken over, or renewal failed). */
 export declare class LockLostError extends LockError {

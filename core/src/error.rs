@@ -14,8 +14,11 @@ pub enum Error {
     /// A bad argument (name, TTL, wait, URL, prefix), or an operation the
     /// lease's state does not allow. Nothing was sent to Redis.
     InvalidArgument(String),
-    /// The lock was not acquired within the allowed wait.
-    NotAcquired { name: LockName },
+    /// The lock was not acquired within the allowed wait; `reason` says why.
+    NotAcquired {
+        name: LockName,
+        reason: NotAcquiredReason,
+    },
     /// The lease is no longer held (expired, taken over, or renewal failed).
     LockLost { name: LockName },
     /// Redis was unreachable or answered with an error.
@@ -23,6 +26,45 @@ pub enum Error {
         name: Option<LockName>,
         message: String,
     },
+}
+
+/// Why an acquire ended in [`Error::NotAcquired`]. Front ends expose
+/// [`NotAcquiredReason::as_str`] (`reason` in Python and Node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NotAcquiredReason {
+    /// Someone else held the lock until the wait ran out.
+    Held,
+    /// Too few nodes answered for a majority (`unreachable` of `nodes` were
+    /// unreachable or answered with an error) until the wait ran out.
+    Unreachable { unreachable: usize, nodes: usize },
+    /// Too few replicas acknowledged the write (`replicas=N`): the best
+    /// granting node had `acked` of the `wanted`.
+    Replicas { acked: u32, wanted: u32 },
+}
+
+impl NotAcquiredReason {
+    /// `"held"`, `"unreachable"` or `"replicas"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NotAcquiredReason::Held => "held",
+            NotAcquiredReason::Unreachable { .. } => "unreachable",
+            NotAcquiredReason::Replicas { .. } => "replicas",
+        }
+    }
+}
+
+impl fmt::Display for NotAcquiredReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotAcquiredReason::Held => f.write_str("held by another client"),
+            NotAcquiredReason::Unreachable { unreachable, nodes } => {
+                write!(f, "{unreachable} of {nodes} nodes unreachable")
+            }
+            NotAcquiredReason::Replicas { acked, wanted } => {
+                write!(f, "only {acked} of {wanted} replicas acknowledged")
+            }
+        }
+    }
 }
 
 impl Error {
@@ -34,6 +76,32 @@ impl Error {
         Error::Redis {
             name: name.cloned(),
             message: message.into(),
+        }
+    }
+
+    /// `NotAcquired` because someone else holds the lock.
+    pub fn not_acquired(name: &LockName) -> Self {
+        Error::NotAcquired {
+            name: name.clone(),
+            reason: NotAcquiredReason::Held,
+        }
+    }
+
+    /// The lock this error is about (every error but `InvalidArgument`, and
+    /// a `Redis` error of the client as a whole, names one).
+    pub fn lock_name(&self) -> Option<&LockName> {
+        match self {
+            Error::InvalidArgument(_) => None,
+            Error::NotAcquired { name, .. } | Error::LockLost { name } => Some(name),
+            Error::Redis { name, .. } => name.as_ref(),
+        }
+    }
+
+    /// The reason of a `NotAcquired`.
+    pub fn reason(&self) -> Option<NotAcquiredReason> {
+        match self {
+            Error::NotAcquired { reason, .. } => Some(*reason),
+            _ => None,
         }
     }
 
@@ -52,8 +120,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::InvalidArgument(message) => f.write_str(message),
-            Error::NotAcquired { name } => {
-                write!(f, "lock {name} was not acquired within the allowed wait")
+            Error::NotAcquired { name, reason } => {
+                write!(
+                    f,
+                    "lock {name} was not acquired within the allowed wait: {reason}"
+                )
             }
             Error::LockLost { name } => write!(f, "lock {name} is no longer held by this lease"),
             Error::Redis {

@@ -78,8 +78,17 @@ pub enum Event {
     ExtendFailed(Error),
     /// `release` finished: `Ok` or `LockLost`/`Redis`.
     Released(Result<(), Error>),
-    /// The lease is lost: a renewal found the lock gone, or its validity ran
-    /// out without a renewal. Reported once; the lease stays lost.
+    /// A release (or a compensating release) deleted the key, but the server
+    /// refused its PUBLISH — typically an ACL user without channel rights
+    /// (`&prefix*`). The release itself succeeded; waiters in other clients
+    /// fall back to their timer at the holder's TTL. Comes before the
+    /// release's own outcome; drivers should log it once per client (it
+    /// repeats on every release until the ACL is fixed).
+    NotPublished,
+    /// The lease is lost: a renewal, an extend or a release found the lock
+    /// gone, or its validity ran out. Reported once, as soon as the core
+    /// knows (before the failed call's own outcome); the lease stays lost
+    /// and `Lock::is_lost` is the flag every front end reads.
     Lost,
 }
 

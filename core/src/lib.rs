@@ -16,7 +16,7 @@ mod scripts;
 mod time;
 mod ttl;
 
-pub use error::Error;
+pub use error::{Error, NotAcquiredReason};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LockKeys};
 pub use lock::{Lock, LockConfig, State, Token};
@@ -24,4 +24,4 @@ pub use name::{LockName, MAX_NAME_BYTES};
 pub use replicas::WaitReplicas;
 pub use scripts::Script;
 pub use time::Instant;
-pub use ttl::{Ttl, Wait, MAX_TTL_MS};
+pub use ttl::{FenceGrace, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};

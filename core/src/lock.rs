@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::replicas;
 use crate::{
-    Command, CommandId, Error, Event, Instant, LockKeys, LockName, Reply, RetryPolicy, Script, Ttl,
-    Wait, WaitReplicas,
+    Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, NotAcquiredReason,
+    Reply, RetryPolicy, Script, Ttl, Wait, WaitReplicas,
 };
 
 /// Everything a lease is made from. The token comes from the caller (the core
@@ -28,6 +28,8 @@ pub struct LockConfig {
     pub nodes: usize,
     pub auto_renew: bool,
     pub retry: RetryPolicy,
+    /// How long the fence key outlives the lock (see [`FenceGrace`]).
+    pub fence_grace: FenceGrace,
     pub seed: u64,
 }
 
@@ -61,7 +63,7 @@ pub enum State {
 #[derive(Clone, Debug)]
 enum Outcome {
     /// Acquire: granted with this counter value. RaiseFence: counter now.
-    /// Extend/Release: 1.
+    /// Extend: 1. Release: 1, or 2 if the wake-up was not published.
     Yes(u64),
     /// Acquire: held by someone else, with this PTTL. Extend/Release: 0.
     No(i64),
@@ -115,7 +117,8 @@ pub struct Lock {
     extend: Option<Round>,
     /// Nodes where our key may exist: granted, or an unknown outcome.
     maybe_holding: Vec<bool>,
-    /// Compensating releases in flight (their replies change nothing).
+    /// Compensating releases and reclaims in flight (their replies change
+    /// nothing but a refused wake-up).
     cleanup: Vec<CommandId>,
     /// An acquire failure waiting for `cleanup` to drain.
     failure: Option<Error>,
@@ -125,6 +128,10 @@ pub struct Lock {
     subscribed: bool,
     /// A wake-up arrived while an attempt was in flight: retry at once if it fails.
     woken: bool,
+    /// Why the last attempt failed (reported if the wait runs out).
+    reason: NotAcquiredReason,
+    /// Consecutive attempts without a quorum of answering nodes (backoff).
+    unreachable_rounds: u32,
 
     fence: Option<u64>,
     valid_until: Option<Instant>,
@@ -155,6 +162,8 @@ impl Lock {
             retry_at: None,
             subscribed: false,
             woken: false,
+            reason: NotAcquiredReason::Held,
+            unreachable_rounds: 0,
             fence: None,
             valid_until: None,
             renew_at: None,
@@ -184,13 +193,6 @@ impl Lock {
             return Err(Error::invalid(format!(
                 "acquire was already called for lock {}",
                 self.config.name
-            )));
-        }
-        if self.config.nodes > 1 && self.config.ttl.drift() >= self.config.ttl.as_duration() {
-            return Err(Error::invalid(format!(
-                "ttl {} ms leaves no validity after the Redlock drift allowance ({} ms)",
-                self.config.ttl.as_millis(),
-                self.config.ttl.drift().as_millis()
             )));
         }
         self.state = State::Acquiring;
@@ -289,6 +291,10 @@ impl Lock {
     pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
         if let Some(at) = self.cleanup.iter().position(|&c| c == id) {
             self.cleanup.swap_remove(at);
+            if reply == Reply::Int(2) {
+                // Only compensating releases answer 2.
+                self.events.push_back(Event::NotPublished);
+            }
             self.settle_if_idle();
             return;
         }
@@ -364,9 +370,7 @@ impl Lock {
         match self.state {
             State::Acquiring if self.round.is_none() => {
                 if self.deadline().is_some_and(|d| now >= d) {
-                    self.fail_acquire(Error::NotAcquired {
-                        name: self.config.name.clone(),
-                    });
+                    self.fail_acquire(self.not_acquired());
                 } else if self.retry_at.is_some_and(|t| now >= t) {
                     self.start_attempt(now);
                 }
@@ -532,12 +536,22 @@ impl Lock {
                 let message = failures.first().copied().unwrap_or("no reply").to_owned();
                 return self.fail_acquire(Error::redis(Some(&self.config.name), message));
             }
-            // Redlock: too few nodes answered for a majority; the lock was
-            // not acquired (the node errors are in the driver's log).
-            return self.fail_acquire(Error::NotAcquired {
-                name: self.config.name.clone(),
-            });
+            // Redlock: too few nodes answered for a majority. Not a verdict
+            // on the lock: back off and ask again until the wait runs out
+            // (a rolling restart or a short partition heals).
+            self.reason = NotAcquiredReason::Unreachable {
+                unreachable: failures.len(),
+                nodes: self.config.nodes,
+            };
+            return self.back_off(now);
         }
+        self.reason = NotAcquiredReason::Held;
+        if granted.len() >= quorum {
+            // Granted, but the round took longer than the validity: retrying
+            // at once would only repeat that; back off instead.
+            return self.back_off(now);
+        }
+        self.unreachable_rounds = 0;
         let holder_pttl = round
             .outcomes
             .iter()
@@ -549,12 +563,31 @@ impl Lock {
         self.wait_for_retry(now, holder_pttl);
     }
 
+    fn not_acquired(&self) -> Error {
+        Error::NotAcquired {
+            name: self.config.name.clone(),
+            reason: self.reason,
+        }
+    }
+
+    /// Retry a round that found too few nodes, with exponential backoff
+    /// (10 ms doubling up to `max_delay`) and jitter over its upper half.
+    fn back_off(&mut self, now: Instant) {
+        if self.deadline().is_some_and(|d| now >= d) {
+            return self.fail_acquire(self.not_acquired());
+        }
+        let step = Duration::from_millis(10)
+            .saturating_mul(1 << self.unreachable_rounds.min(16))
+            .min(self.config.retry.max_delay);
+        self.unreachable_rounds = self.unreachable_rounds.saturating_add(1);
+        let delay = step / 2 + self.random_up_to(step / 2);
+        self.retry_at = Some(now + delay);
+    }
+
     fn wait_for_retry(&mut self, now: Instant, holder_pttl: Option<i64>) {
         let deadline = self.deadline();
         if deadline.is_some_and(|d| now >= d) {
-            return self.fail_acquire(Error::NotAcquired {
-                name: self.config.name.clone(),
-            });
+            return self.fail_acquire(self.not_acquired());
         }
         if self.woken {
             // A release happened while we were asking: ask again at once.
@@ -674,6 +707,7 @@ impl Lock {
             if self.config.auto_renew {
                 self.renew_at = Some(round.sent_at + renew_interval(round.ttl));
             }
+            self.reclaim(&round);
             tell(&mut self.events, Event::Extended { valid_until });
         } else if no > self.config.nodes - quorum || (yes >= quorum) {
             // The lock is someone else's (or expired) on a majority.
@@ -715,6 +749,20 @@ impl Lock {
         Some(replicas::too_few(&self.config.name, acked, wanted))
     }
 
+    /// A majority still holds our token, so put it back where a node lost
+    /// it (restarted empty, or the key expired while the node was away):
+    /// otherwise every node restarting in turn would leave us below quorum.
+    fn reclaim(&mut self, round: &Round) {
+        let Some(fence) = self.fence else { return };
+        for (at, &(_, node)) in round.ids.iter().enumerate() {
+            if matches!(round.outcomes[at], Some(Outcome::No(_))) {
+                let id = self.push_reclaim(node, round.ttl, fence);
+                self.maybe_holding[node] = true;
+                self.cleanup.push(id);
+            }
+        }
+    }
+
     fn mark_lost(&mut self) {
         if !self.lost {
             self.lost = true;
@@ -737,6 +785,13 @@ impl Lock {
             .iter()
             .filter(|o| matches!(o, Some(Outcome::Yes(_))))
             .count();
+        if round
+            .outcomes
+            .iter()
+            .any(|o| matches!(o, Some(Outcome::Yes(2))))
+        {
+            self.events.push_back(Event::NotPublished);
+        }
         let result = if self.lost {
             Err(self.lock_lost())
         } else if yes >= self.quorum() {
@@ -744,11 +799,10 @@ impl Lock {
         } else if let Some(message) = first_failure(&round) {
             Err(Error::redis(Some(&self.config.name), message))
         } else {
+            // Expired or taken over before we released: the lease was lost.
+            self.mark_lost();
             Err(self.lock_lost())
         };
-        if result.is_err() {
-            self.lost = true;
-        }
         self.maybe_holding.iter_mut().for_each(|m| *m = false);
         self.events.push_back(Event::Released(result));
         self.settle_if_idle();
@@ -827,16 +881,38 @@ impl Lock {
         let keys = &self.config.keys;
         let token = self.config.token.0.as_bytes().to_vec();
         let ttl_ms = ttl.as_millis().to_string().into_bytes();
-        let (keys, args) = match script {
-            Script::Acquire => (
-                vec![keys.lock.clone(), keys.fence.clone()],
-                vec![token, ttl_ms],
-            ),
+        let fence_ttl_ms = self.fence_ttl(ttl);
+        let keys = vec![keys.lock.clone(), keys.fence.clone()];
+        let args = match script {
+            Script::Acquire | Script::Extend => vec![token, ttl_ms, fence_ttl_ms],
             Script::Release => unreachable!("built by push_release"),
-            Script::Extend => (vec![keys.lock.clone()], vec![token, ttl_ms]),
             Script::RaiseFence => unreachable!("built by push_raise_fence"),
+            Script::Reclaim => unreachable!("built by push_reclaim"),
         };
         self.push(node, script, keys, args)
+    }
+
+    /// The fence key's PX: the lock's ttl plus the grace.
+    fn fence_ttl(&self, ttl: Ttl) -> Vec<u8> {
+        self.config
+            .fence_grace
+            .fence_ttl(ttl)
+            .to_string()
+            .into_bytes()
+    }
+
+    fn push_reclaim(&mut self, node: usize, ttl: Ttl, fence: u64) -> CommandId {
+        let keys = vec![
+            self.config.keys.lock.clone(),
+            self.config.keys.fence.clone(),
+        ];
+        let args = vec![
+            self.config.token.0.as_bytes().to_vec(),
+            ttl.as_millis().to_string().into_bytes(),
+            fence.to_string().into_bytes(),
+            self.fence_ttl(ttl),
+        ];
+        self.push(node, Script::Reclaim, keys, args)
     }
 
     fn push_release(&mut self, node: usize, wake: bool) -> CommandId {
@@ -852,12 +928,11 @@ impl Lock {
 
     fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {
         let keys = vec![self.config.keys.fence.clone()];
-        self.push(
-            node,
-            Script::RaiseFence,
-            keys,
-            vec![fence.to_string().into_bytes()],
-        )
+        let args = vec![
+            fence.to_string().into_bytes(),
+            self.fence_ttl(self.config.ttl),
+        ];
+        self.push(node, Script::RaiseFence, keys, args)
     }
 
     fn push(
@@ -903,14 +978,17 @@ impl Outcome {
             (_, Reply::Error(message)) => Outcome::Failed(message),
             (_, Reply::Unknown(message)) => Outcome::Unknown(message),
             (RoundKind::Attempt, Reply::Array(items)) => match items.as_slice() {
-                [Reply::Int(1), Reply::Int(fence)] if *fence > 0 => Outcome::Yes(*fence as u64),
+                [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
+                    Outcome::Yes(fence_value(fence).expect("checked"))
+                }
                 [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
                 // A reply we cannot read may still mean the script ran.
                 _ => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
             },
-            (RoundKind::WriteBack { .. }, Reply::Int(counter)) if counter >= 0 => {
-                Outcome::Yes(counter as u64)
+            (RoundKind::WriteBack { .. }, counter) if fence_value(&counter).is_some() => {
+                Outcome::Yes(fence_value(&counter).expect("checked"))
             }
+            (RoundKind::Release, Reply::Int(2)) => Outcome::Yes(2),
             (RoundKind::Extend { .. } | RoundKind::Release, Reply::Int(1)) => Outcome::Yes(1),
             (RoundKind::Extend { .. } | RoundKind::Release, Reply::Int(0)) => Outcome::No(0),
             (RoundKind::Attempt, _) => {
@@ -918,6 +996,16 @@ impl Outcome {
             }
             _ => Outcome::Failed("unexpected reply from Redis".to_owned()),
         }
+    }
+}
+
+/// A fence as the scripts return it: a decimal string (exact u64), or an
+/// integer reply from a server that converted it.
+fn fence_value(reply: &Reply) -> Option<u64> {
+    match reply {
+        Reply::Bulk(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
+        Reply::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
     }
 }
 
@@ -960,6 +1048,7 @@ mod tests {
             nodes,
             auto_renew,
             retry: RetryPolicy::default(),
+            fence_grace: FenceGrace::DEFAULT,
             seed: 7,
         })
     }
@@ -1215,5 +1304,165 @@ mod tests {
             events(&mut l).as_slice(),
             [Event::ExtendFailed(Error::LockLost { .. })]
         ));
+    }
+
+    #[test]
+    fn fences_arrive_as_exact_decimal_strings() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        // ARGV: token, ttl, fence key ttl = ttl + grace.
+        assert_eq!(c.args[1..], [b"1000".to_vec(), b"61000".to_vec()]);
+        let big = (1u64 << 53) + 1;
+        let reply = Reply::Array(vec![Reply::Int(1), Reply::Bulk(big.to_string().into())]);
+        l.handle_reply(ms(1), c.id, reply);
+        assert!(
+            matches!(events(&mut l).as_slice(), [Event::Acquired { fence, .. }] if *fence == big)
+        );
+    }
+
+    #[test]
+    fn redlock_retries_unreachable_rounds_until_the_wait_runs_out() {
+        let mut l = lock(5, Wait::Bounded(Duration::from_millis(500)), false);
+        l.acquire(ms(0)).unwrap();
+        let down = || Reply::Unknown("connection refused".into());
+        let mut now = 0;
+        let mut rounds = 0;
+        loop {
+            let cs = commands(&mut l);
+            if cs.iter().all(|c| c.script == Script::Release) {
+                for c in &cs {
+                    l.handle_reply(ms(now), c.id, Reply::Int(0));
+                }
+                break;
+            }
+            rounds += 1;
+            for (i, c) in cs.iter().enumerate() {
+                let reply = if i < 2 { granted(1) } else { down() };
+                l.handle_reply(ms(now + 1), c.id, reply);
+            }
+            // Compensating releases of the two grants.
+            for c in commands(&mut l) {
+                l.handle_reply(ms(now + 1), c.id, Reply::Int(1));
+            }
+            assert!(events(&mut l).is_empty() || l.state() == State::Done);
+            let Some(at) = l.poll_timeout() else { break };
+            now = at.since_epoch().as_millis() as u64;
+            l.handle_timeout(at);
+        }
+        assert!(rounds >= 4, "retried with backoff: {rounds} rounds");
+        let ev = events(&mut l);
+        let Some(Event::AcquireFailed(e)) = ev.last() else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            e.reason(),
+            Some(NotAcquiredReason::Unreachable {
+                unreachable: 3,
+                nodes: 5
+            })
+        );
+        assert!(e.to_string().contains("3 of 5 nodes unreachable"), "{e}");
+        assert!(now >= 500, "not before the wait ran out: {now}");
+    }
+
+    #[test]
+    fn redlock_try_once_reports_unreachable_at_once() {
+        let mut l = lock(3, Wait::TRY_ONCE, false);
+        l.acquire(ms(0)).unwrap();
+        for c in commands(&mut l) {
+            l.handle_reply(ms(1), c.id, Reply::Error("ERR down".into()));
+        }
+        assert!(commands(&mut l).is_empty());
+        let ev = events(&mut l);
+        assert!(
+            matches!(ev.as_slice(), [Event::AcquireFailed(e)] if e.reason().map(|r| r.as_str()) == Some("unreachable")),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn held_until_the_wait_runs_out_is_reason_held() {
+        let mut l = lock(1, Wait::TRY_ONCE, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, held(800));
+        let ev = events(&mut l);
+        assert!(
+            matches!(ev.as_slice(), [Event::AcquireFailed(e)] if e.reason() == Some(NotAcquiredReason::Held)),
+            "{ev:?}"
+        );
+    }
+
+    #[test]
+    fn renewal_puts_the_key_back_where_a_node_lost_it_while_a_majority_holds() {
+        let mut l = lock(3, Wait::Forever, true);
+        l.acquire(ms(0)).unwrap();
+        for c in commands(&mut l) {
+            l.handle_reply(ms(1), c.id, granted(7));
+        }
+        events(&mut l);
+        l.handle_timeout(ms(333));
+        let cs = commands(&mut l);
+        assert!(cs.iter().all(|c| c.script == Script::Extend));
+        // Node 2 restarted empty: "not ours" there, ours on 0 and 1.
+        for (c, r) in cs.iter().zip([1, 1, 0]) {
+            l.handle_reply(ms(334), c.id, Reply::Int(r));
+        }
+        let [r] = commands(&mut l).try_into().unwrap();
+        assert_eq!((r.script, r.node), (Script::Reclaim, 2));
+        assert_eq!(r.keys, vec![l.keys().lock.clone(), l.keys().fence.clone()]);
+        assert_eq!(
+            r.args[1..],
+            [b"1000".to_vec(), b"7".to_vec(), b"61000".to_vec()]
+        );
+        l.handle_reply(ms(335), r.id, Reply::Int(1));
+        assert!(!l.is_lost());
+        // Without a majority nothing is put back: the lease is lost.
+        l.handle_timeout(ms(667));
+        let cs = commands(&mut l);
+        for (c, r) in cs.iter().zip([1, 0, 0]) {
+            l.handle_reply(ms(668), c.id, Reply::Int(r));
+        }
+        assert!(commands(&mut l).is_empty());
+        assert_eq!(events(&mut l), vec![Event::Lost]);
+    }
+
+    #[test]
+    fn a_refused_publish_is_a_successful_release_and_a_signal() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, granted(1));
+        events(&mut l);
+        l.release(ms(2)).unwrap();
+        let [r] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(3), r.id, Reply::Int(2));
+        assert_eq!(
+            events(&mut l),
+            vec![Event::NotPublished, Event::Released(Ok(()))]
+        );
+        assert!(!l.is_lost());
+    }
+
+    #[test]
+    fn a_release_that_finds_the_lock_gone_marks_the_lease_lost() {
+        let mut l = lock(1, Wait::Forever, false);
+        l.acquire(ms(0)).unwrap();
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(1), c.id, granted(1));
+        events(&mut l);
+        l.release(ms(2)).unwrap();
+        let [r] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(3), r.id, Reply::Int(0));
+        let ev = events(&mut l);
+        assert!(
+            matches!(
+                ev.as_slice(),
+                [Event::Lost, Event::Released(Err(Error::LockLost { .. }))]
+            ),
+            "{ev:?}"
+        );
+        assert!(l.is_lost());
     }
 }

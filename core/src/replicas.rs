@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::{Error, LockName, Reply};
+use crate::{Error, LockName, NotAcquiredReason, Reply};
 
 /// "Also run `WAIT replicas timeout` after the script, on the same
 /// connection, and reply `Array([script reply, WAIT reply])`."
@@ -35,8 +35,10 @@ pub(crate) fn split(reply: Reply) -> (Reply, u32) {
 
 /// The acquire failure when too few replicas acknowledged a grant.
 pub(crate) fn too_few(name: &LockName, acked: u32, wanted: u32) -> Error {
-    let _ = (acked, wanted); // carried by the error's reason once it has one
-    Error::NotAcquired { name: name.clone() }
+    Error::NotAcquired {
+        name: name.clone(),
+        reason: NotAcquiredReason::Replicas { acked, wanted },
+    }
 }
 
 #[cfg(test)]

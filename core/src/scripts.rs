@@ -4,24 +4,43 @@
 /// One of fencelock's server-side scripts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Script {
-    /// `KEYS[lock, fence]`, `ARGV[token, ttl_ms]` → `{1, fence}` or `{0, pttl}`.
+    /// `KEYS[lock, fence]`, `ARGV[token, ttl_ms, fence_ttl_ms]` →
+    /// `{1, "fence"}` (a decimal u64) or `{0, pttl}`.
     Acquire,
-    /// `KEYS[lock, channel?]`, `ARGV[token]` → 1 released, 0 not ours; publishes
-    /// on the channel only when it is given.
+    /// `KEYS[lock, channel?]`, `ARGV[token, "SPUBLISH"?]` → 1 released, 2 released but the
+    /// PUBLISH was refused, 0 not ours; publishes only when the channel is given.
     Release,
-    /// `KEYS[lock]`, `ARGV[token, ttl_ms]` → 1 extended, 0 not ours.
+    /// `KEYS[lock, fence]`, `ARGV[token, ttl_ms, fence_ttl_ms]` → 1 extended,
+    /// 0 not ours.
     Extend,
-    /// `KEYS[fence]`, `ARGV[fence]` → the counter after set-if-greater.
+    /// `KEYS[fence]`, `ARGV[fence, fence_ttl_ms]` → the counter (a decimal
+    /// string) after set-if-greater.
     RaiseFence,
+    /// `KEYS[lock, fence]`, `ARGV[token, ttl_ms, fence, fence_ttl_ms]` → 1 if
+    /// the node holds our token now (put back with SET NX), 0 if someone
+    /// else's. Sent only while a majority holds our token.
+    Reclaim,
 }
 
 impl Script {
-    pub const ALL: [Script; 4] = [
+    pub const ALL: [Script; 5] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
         Script::RaiseFence,
+        Script::Reclaim,
     ];
+
+    /// The script's name in test vectors and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Script::Acquire => "acquire",
+            Script::Release => "release",
+            Script::Extend => "extend",
+            Script::RaiseFence => "raise_fence",
+            Script::Reclaim => "reclaim",
+        }
+    }
 
     pub const fn source(self) -> &'static str {
         match self {
@@ -29,16 +48,18 @@ impl Script {
             Script::Release => include_str!("scripts/release.lua"),
             Script::Extend => include_str!("scripts/extend.lua"),
             Script::RaiseFence => include_str!("scripts/raise_fence.lua"),
+            Script::Reclaim => include_str!("scripts/reclaim.lua"),
         }
     }
 
     /// Lowercase hex SHA1 of [`Script::source`], as `EVALSHA` wants it.
     pub const fn sha1(self) -> &'static str {
         match self {
-            Script::Acquire => "3629876d869472151a9acacde6e28673cfd25232",
-            Script::Release => "ccda7999077035b3bbe3da67fd06c081266d1388",
-            Script::Extend => "c288a94a1bfc571935713d01afe89ae8ddab6711",
-            Script::RaiseFence => "c07ea54537622eac13089b4b4fd70eafd19934b3",
+            Script::Acquire => "146bbf52a7402f649661cdd371eaa0d4898e6ede",
+            Script::Release => "c74c81f94ecc5a418410838b8a6cef2847604980",
+            Script::Extend => "a17cd7d2bbb874e4b1fc1f6d082af8c7d278ac60",
+            Script::RaiseFence => "e2c72c567fae89a791079441727c4613fbb19faa",
+            Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
         }
     }
 }

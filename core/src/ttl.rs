@@ -8,7 +8,12 @@ use crate::Error;
 /// The largest TTL: 2^40 ms (about 35 years).
 pub const MAX_TTL_MS: u64 = 1 << 40;
 
-/// A lock TTL in whole milliseconds, 1 ms ..= 2^40 ms.
+/// The smallest TTL: 3 ms, the first that leaves validity after the
+/// clock-drift allowance (ttl > ttl/100 + 2 ms). A smaller lease would be
+/// invalid the moment it is granted, so it is a bad argument everywhere.
+pub const MIN_TTL_MS: u64 = 3;
+
+/// A lock TTL in whole milliseconds, 3 ms ..= 2^40 ms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ttl(u64);
 
@@ -16,6 +21,12 @@ impl Ttl {
     pub fn from_millis(ms: u64) -> Result<Self, Error> {
         if ms == 0 {
             return Err(Error::invalid("ttl must be positive"));
+        }
+        if ms < MIN_TTL_MS {
+            return Err(Error::invalid(format!(
+                "ttl {ms} ms leaves no validity after the clock-drift allowance \
+                 (ttl/100 + 2 ms): use at least {MIN_TTL_MS} ms"
+            )));
         }
         if ms > MAX_TTL_MS {
             return Err(Error::invalid(format!(
@@ -59,6 +70,70 @@ impl Ttl {
     /// ttl/100 + 2 ms (the Redlock paper's factor plus a fixed margin).
     pub const fn drift(self) -> Duration {
         Duration::from_millis(self.0 / 100 + 2)
+    }
+}
+
+/// How long a lock's fence key outlives the lock itself (after the last
+/// acquire, extend or renewal), 0 ..= 2^40 ms. Within the grace the stored
+/// fence still counts; after it the key is gone and the next fence comes
+/// from the server clock alone. So a name used once leaves nothing in Redis
+/// after ttl + grace, and fences survive server clocks that disagree (or step
+/// back) by less than the grace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FenceGrace(u64);
+
+impl Default for FenceGrace {
+    fn default() -> Self {
+        FenceGrace::DEFAULT
+    }
+}
+
+impl FenceGrace {
+    /// 60 s.
+    pub const DEFAULT: FenceGrace = FenceGrace(60_000);
+
+    pub fn from_millis(ms: u64) -> Result<Self, Error> {
+        if ms > MAX_TTL_MS {
+            return Err(Error::invalid(format!(
+                "fence grace must be at most {MAX_TTL_MS} ms"
+            )));
+        }
+        Ok(FenceGrace(ms))
+    }
+
+    /// Fractions of a millisecond round up.
+    pub fn from_duration(grace: Duration) -> Result<Self, Error> {
+        let ms = grace.as_nanos().div_ceil(1_000_000);
+        Self::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
+    /// Python's unit: seconds as a float.
+    pub fn from_secs_f64(secs: f64) -> Result<Self, Error> {
+        Self::from_millis_f64(finite_non_negative("fence grace", secs)? * 1000.0)
+    }
+
+    /// Node's unit: milliseconds as a float.
+    pub fn from_millis_f64(ms: f64) -> Result<Self, Error> {
+        let ms = finite_non_negative("fence grace", ms)?.ceil();
+        if ms > MAX_TTL_MS as f64 {
+            return Err(Error::invalid(format!(
+                "fence grace must be at most {MAX_TTL_MS} ms"
+            )));
+        }
+        Self::from_millis(ms as u64)
+    }
+
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    /// The fence key's TTL for a lock held for `ttl`.
+    pub const fn fence_ttl(self, ttl: Ttl) -> u64 {
+        ttl.0 + self.0
     }
 }
 
@@ -116,13 +191,13 @@ mod tests {
 
     #[test]
     fn ttl_rounds_fractions_up_and_rejects_bad_values() {
-        assert_eq!(Ttl::from_secs_f64(0.0001).unwrap().as_millis(), 1);
-        assert_eq!(Ttl::from_millis_f64(1.2).unwrap().as_millis(), 2);
+        assert_eq!(Ttl::from_secs_f64(0.0021).unwrap().as_millis(), 3);
+        assert_eq!(Ttl::from_millis_f64(2.2).unwrap().as_millis(), 3);
         assert_eq!(
-            Ttl::from_duration(Duration::from_micros(1500))
+            Ttl::from_duration(Duration::from_micros(3500))
                 .unwrap()
                 .as_millis(),
-            2
+            4
         );
         assert_eq!(
             Ttl::from_millis(MAX_TTL_MS).unwrap().as_millis(),
@@ -130,6 +205,9 @@ mod tests {
         );
         for bad in [
             0.0,
+            0.001,
+            1.0,
+            2.0,
             -1.0,
             f64::NAN,
             f64::INFINITY,
@@ -144,6 +222,33 @@ mod tests {
         }
         assert!(Ttl::from_duration(Duration::ZERO).is_err());
         assert!(Ttl::from_duration(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn the_ttl_floor_is_the_first_ttl_with_validity_after_the_drift() {
+        for ms in 1..MIN_TTL_MS {
+            assert!(Ttl::from_millis(ms).is_err(), "{ms}");
+        }
+        for ms in (MIN_TTL_MS..1000).chain([MAX_TTL_MS]) {
+            let ttl = Ttl::from_millis(ms).unwrap();
+            assert!(ttl.drift() < ttl.as_duration(), "{ms}");
+        }
+    }
+
+    #[test]
+    fn fence_grace_allows_zero_and_rejects_bad_values() {
+        assert_eq!(FenceGrace::from_secs_f64(0.0).unwrap().as_millis(), 0);
+        assert_eq!(FenceGrace::from_millis_f64(1.5).unwrap().as_millis(), 2);
+        assert_eq!(FenceGrace::default().as_millis(), 60_000);
+        assert_eq!(
+            FenceGrace::from_millis(5)
+                .unwrap()
+                .fence_ttl(Ttl::from_millis(10).unwrap()),
+            15
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
+            assert!(FenceGrace::from_millis_f64(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -286,7 +286,7 @@ class Actor {
     if (caller === null) return false
     this.#caller = null
     if (lease !== null) caller.resolve(lease)
-    else if (caller.tryOnce && message?.startsWith('NOT_ACQUIRED:')) caller.resolve(null)
+    else if (caller.tryOnce && /^NOT_ACQUIRED[:(]/.test(message ?? '')) caller.resolve(null)
     else caller.reject(error ?? new Error(message))
     return true
   }

@@ -19,6 +19,8 @@ export interface FromRedisOptions {
    * the call fails. Needs an adapter with `scriptThenWait` (both built-ins have it).
    */
   replicas?: number
+  /** Milliseconds a lock's fence key outlives the lock (default 60000; 0 allowed). */
+  fenceGrace?: number
 }
 
 /** The interface `fencelock/wasm` needs from a Redis client; ioredis and node-redis have built-in adapters. */

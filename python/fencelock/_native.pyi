@@ -79,6 +79,7 @@ class Client:
         topology: Optional[Literal["cluster", "sentinel"]] = None,
         service: Optional[str] = None,
         replicas: Optional[int] = None,
+        fence_grace: Optional[float] = None,
     ) -> None: ...
     def acquire(
         self,
@@ -110,6 +111,7 @@ class AsyncClient:
         topology: Optional[Literal["cluster", "sentinel"]] = None,
         service: Optional[str] = None,
         replicas: Optional[int] = None,
+        fence_grace: Optional[float] = None,
     ) -> None: ...
     def _acquire(
         self,

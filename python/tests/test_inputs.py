@@ -122,8 +122,8 @@ def client_url(r: Redis) -> str:
 
 
 def test_ttl_rounds_up_to_whole_milliseconds(client: fencelock.Client, r: Redis, name: str) -> None:
-    lease = client.acquire(name, ttl=0.0001)  # 0.1 ms -> 1 ms
-    assert lease.ttl == 0.001
+    lease = client.acquire(name, ttl=0.0021)  # 2.1 ms -> 3 ms, the smallest ttl
+    assert lease.ttl == 0.003
     lease2 = client.acquire(name + "b", ttl=2.0000001)
     assert lease2.ttl == 2.001
     lease2.release()

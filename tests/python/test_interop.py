@@ -194,19 +194,21 @@ REDLOCK_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python"), ("was
 
 @pytest.mark.parametrize("holder,waiter", REDLOCK_PAIRS, ids=[f"{h}-holds-{w}-waits" for h, w in REDLOCK_PAIRS])
 def test_redlock_fences_and_hand_over_across_languages(holder: str, waiter: str, redlock_urls: List[str]) -> None:
-    """Five independent nodes, one lagging fence counter: the holder's fence is
-    written back to a majority, the other language then gets a larger one."""
+    """Five independent nodes, one fence counter far ahead of the clocks (2^62):
+    the holder's fence is written back to a majority, the other language then
+    gets a larger one."""
     name = f"interop:redlock:{holder}-{waiter}:{uuid.uuid4().hex[:8]}"
     fence_key = f"fencelock:{{{name}}}:fence".encode()
     channel = f"fencelock:{{{name}}}:released".encode()
     nodes = [Redis(u) for u in redlock_urls]
     h, w = Agent(holder, ",".join(redlock_urls)), Agent(waiter, ",".join(redlock_urls))
     try:
-        nodes[0].execute("SET", fence_key, 100)  # one node's counter is ahead
+        ahead = 2**62
+        nodes[0].execute("SET", fence_key, ahead)  # one node's counter is ahead
         held = h.call(op="acquire", name=name, ttl=30000, wait=0)
-        assert held["fence"] == "101", held
-        at_101 = [n.execute("GET", fence_key) for n in nodes].count(b"101")
-        assert at_101 >= 3, "the fence was not written back to a majority"
+        assert held["fence"] == str(ahead + 1), held
+        at_max = [n.execute("GET", fence_key) for n in nodes].count(str(ahead + 1).encode())
+        assert at_max >= 3, "the fence was not written back to a majority"
         assert w.call(op="try", name=name, ttl=30000) == {"ok": True, "lease": None}
         w.send(op="acquire", name=name, ttl=30000, wait=10000)
         wait_until(
@@ -218,7 +220,7 @@ def test_redlock_fences_and_hand_over_across_languages(holder: str, waiter: str,
         assert h.call(op="release", lease=held["lease"]) == {"ok": True}
         won = w.reply()
         assert won["ok"], won
-        assert int(won["fence"]) > 101
+        assert int(won["fence"]) > ahead + 1
         assert time.monotonic() - released_at < 0.5
         assert w.call(op="release", lease=won["lease"]) == {"ok": True}
     finally:

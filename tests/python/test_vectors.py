@@ -57,7 +57,8 @@ def test_keys(case: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor
         assert 0 < raw.execute("PTTL", lock) <= 30000
         assert raw.execute("TYPE", fence) == "string"
         assert raw.execute("GET", fence) == str(lease.fence).encode()
-        assert raw.execute("PTTL", fence) == -1  # the counter never expires
+        # The fence key expires: the lock's ttl + the grace (default 60 s).
+        assert 30000 < raw.execute("PTTL", fence) <= 30000 + 60000
         lease.release()
         assert raw.execute("EXISTS", lock) == 0
         assert set(raw.execute("KEYS", prefix + "*")) - before == {fence}
@@ -157,6 +158,8 @@ ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", 
 def outcome_of(call: Any) -> Tuple[Any, Any]:
     try:
         return call(), None
+    except fencelock.NotAcquired as e:
+        return None, {"error": "NotAcquired", "reason": e.reason}
     except fencelock.LockError as e:
         return None, {"error": ERRORS[type(e)]}
 
@@ -176,7 +179,7 @@ def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monit
                     name = as_name(sc["lock_name"])
                     lease, got = outcome_of(lambda: client.acquire(name, ttl=sc["ttl_ms"] / 1000, wait=wait))
                     if lease is not None:
-                        got = {"acquired": lease.fence}
+                        got = {"acquired": str(lease.fence)}
                         validity_ms = lease.valid_for * 1000
                         if "valid_until_ms" in step_outcome(sc, step):
                             assert 0 < validity_ms <= step_outcome(sc, step)["valid_until_ms"]

@@ -6,7 +6,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use fencelock_core::{Error, KeySpace, LockConfig, LockName, RetryPolicy, Token, Ttl, Wait};
+use fencelock_core::{
+    Error, FenceGrace, KeySpace, LockConfig, LockName, RetryPolicy, Token, Ttl, Wait,
+};
 use tokio::sync::{oneshot, watch};
 
 use crate::connection::{manager_config, Connected, Node};
@@ -25,6 +27,9 @@ pub(crate) struct Connections {
     /// `replicas=N`: how many replicas must acknowledge, and how long
     /// `WAIT` may take.
     pub replicas: (u32, std::time::Duration),
+    /// A release's notification was refused (`Event::NotPublished`) and
+    /// logged: said once per client, not once per release.
+    pub not_published_logged: AtomicBool,
 }
 
 /// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
@@ -43,6 +48,7 @@ pub struct Client {
 struct Inner {
     conns: RwLock<Option<Arc<Connections>>>,
     keyspace: KeySpace,
+    fence_grace: FenceGrace,
     queues: Arc<NameQueues>,
     handle: tokio::runtime::Handle,
     labels: Vec<String>,
@@ -80,6 +86,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Client, Error> {
         let keyspace = KeySpace::new(options.prefix.as_bytes())?;
+        let fence_grace = FenceGrace::from_duration(options.fence_grace)?;
         if options.connect_timeout.is_zero() || options.response_timeout.is_zero() {
             return Err(Error::invalid(
                 "connect_timeout and response_timeout must be positive",
@@ -163,8 +170,10 @@ impl Client {
                     notifier,
                     closed: watch::Sender::new(false),
                     replicas: (options.replicas, options.response_timeout / 2),
+                    not_published_logged: AtomicBool::new(false),
                 }))),
                 keyspace,
+                fence_grace,
                 queues: Arc::new(NameQueues::default()),
                 handle,
                 labels,
@@ -241,6 +250,7 @@ impl Client {
             nodes: conns.nodes.len(),
             auto_renew: options.auto_renew,
             retry: RetryPolicy::default(),
+            fence_grace: self.inner.fence_grace,
             seed,
         };
         let (reply, rx) = oneshot::channel();

@@ -92,6 +92,10 @@ impl Shared {
             .map(|t| u64::try_from(t.since_epoch().as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         self.valid_until_ns.store(until, Ordering::Release);
+        // The core owns the lost flag; the lease's getters read this copy.
+        if lock.is_lost() && !self.is_lost() {
+            self.mark_lost();
+        }
     }
 
     pub(crate) fn claim(&self) {
@@ -168,7 +172,7 @@ pub(crate) async fn run(job: Job) {
                 turn = slot.take_until(&cancelled, deadline) => match turn {
                     Some(turn) => turn,
                     None => {
-                        let _ = reply.send(Err(Error::NotAcquired { name: config.name.clone() }));
+                        let _ = reply.send(Err(Error::not_acquired(&config.name)));
                         return;
                     }
                 },
@@ -415,6 +419,20 @@ impl Actor<'_> {
                     let _ = tx.send(result);
                 } else if let Err(e) = result {
                     tracing::debug!(lock = %lock.name(), error = %e, "release finished with an error");
+                }
+            }
+            Event::NotPublished => {
+                if !self
+                    .conns
+                    .not_published_logged
+                    .swap(true, Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        lock = %lock.name(),
+                        "Redis refused to PUBLISH the release notification (an ACL user \
+                         without channel rights?): releases still work, but waiters in \
+                         other clients only notice them by their timer"
+                    );
                 }
             }
             Event::Lost => {

@@ -89,7 +89,9 @@ mod url;
 use std::time::Duration;
 
 pub use client::Client;
-pub use fencelock_core::{Error, LockName, Wait, MAX_NAME_BYTES, MAX_TTL_MS};
+pub use fencelock_core::{
+    Error, LockName, NotAcquiredReason, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+};
 pub use lease::Lease;
 pub use topology::Topology;
 
@@ -121,6 +123,11 @@ pub struct ClientOptions {
     /// "replicas"; `LockLost` for an extend or renewal). `WAIT` waits at
     /// most half the response timeout.
     pub replicas: u32,
+    /// How long a lock's fence key outlives the lock (default 60 s): after
+    /// the last acquire/extend/renewal plus this grace, a name leaves nothing
+    /// in Redis. Fences stay increasing across server clocks that disagree
+    /// (or step back) by less than the grace. Fractions of a ms round up.
+    pub fence_grace: Duration,
 }
 
 impl Default for ClientOptions {
@@ -131,6 +138,7 @@ impl Default for ClientOptions {
             response_timeout: Duration::from_secs(2),
             topology: Topology::Standalone,
             replicas: 0,
+            fence_grace: fencelock_core::FenceGrace::DEFAULT.as_duration(),
         }
     }
 }

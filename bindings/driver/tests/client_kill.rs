@@ -103,6 +103,14 @@ async fn a_command_on_a_connection_killed_under_it_is_retried_once() {
     let url = server.url();
     let client = Client::connect_with(url.as_str(), options()).await.unwrap();
     let name = unique("inflight");
+    // A counter ahead of the server clock: each run of the acquire script
+    // adds exactly one.
+    let ahead: u64 = 1 << 62;
+    let _: () = redis::cmd("SET")
+        .arg(&keys(&name).fence)
+        .arg(ahead)
+        .query(&mut conn(&url))
+        .unwrap();
     // Scripts are write commands: the acquire reaches the server and waits
     // there, unanswered, until the pause ends.
     let _: () = redis::cmd("CLIENT")
@@ -142,7 +150,7 @@ async fn a_command_on_a_connection_killed_under_it_is_retried_once() {
         .unwrap()
         .unwrap();
     // The killed attempt never ran: the retry got the first fence.
-    assert_eq!(lease.fence(), 1);
+    assert_eq!(lease.fence(), ahead + 1);
     assert_eq!(
         get(&url, &keys(&name).lock).as_deref(),
         Some(lease.token().as_bytes())

@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fencelock_core::{LockName, Ttl, Wait};
+use fencelock_core::{FenceGrace, LockName, Ttl, Wait};
 use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status, ValueType};
@@ -28,8 +28,13 @@ fn tagged(code: &str, message: impl std::fmt::Display) -> napi::Error {
     napi::Error::new(Status::GenericFailure, format!("{code}: {message}"))
 }
 
+/// `CODE: message`, or `NOT_ACQUIRED(reason): message` (index.js turns the
+/// reason into `err.reason`).
 fn lock_error(error: fencelock::Error) -> napi::Error {
-    tagged(error.code(), error)
+    match error.reason() {
+        Some(reason) => tagged(&format!("{}({})", error.code(), reason.as_str()), error),
+        None => tagged(error.code(), error),
+    }
 }
 
 fn type_error(what: &str, expected: &str, got: &Unknown<'_>) -> napi::Error {
@@ -214,6 +219,21 @@ fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
             ))
         }
         Some(Either::B(other)) => return Err(type_error("options.replicas", "a number", &other)),
+    }
+    match object.get::<NumberArg>("fenceGrace")?.flatten() {
+        None => {}
+        Some(Either::A(ms)) => {
+            options.fence_grace = FenceGrace::from_millis_f64(ms)
+                .map_err(lock_error)?
+                .as_duration();
+        }
+        Some(Either::B(other)) => {
+            return Err(type_error(
+                "options.fenceGrace",
+                "a number of milliseconds",
+                &other,
+            ))
+        }
     }
     Ok(options)
 }

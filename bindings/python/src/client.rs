@@ -39,6 +39,7 @@ impl Connector {
         connect_timeout: Option<&Bound<'_, PyAny>>,
         response_timeout: Option<&Bound<'_, PyAny>>,
         topology: &Topology<'_, '_>,
+        fence_grace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let urls = convert::urls(url)?;
         fencelock::check_urls(urls.clone()).map_err(errors::invalid)?;
@@ -60,6 +61,9 @@ impl Connector {
         .map_err(errors::invalid)?;
         if let Some(value) = topology.replicas.filter(|v| !v.is_none()) {
             options.replicas = convert::count("replicas", value)?;
+        }
+        if let Some(value) = fence_grace.filter(|v| !v.is_none()) {
+            options.fence_grace = convert::fence_grace(value)?;
         }
         Ok(Connector {
             urls,
@@ -194,7 +198,7 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None))]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None, fence_grace=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
@@ -204,6 +208,7 @@ impl Client {
         topology: Option<&Bound<'_, PyAny>>,
         service: Option<&Bound<'_, PyAny>>,
         replicas: Option<&Bound<'_, PyAny>>,
+        fence_grace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let topology = Topology {
             topology,
@@ -211,7 +216,7 @@ impl Client {
             replicas,
         };
         Ok(Client {
-            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology)?,
+            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology, fence_grace)?,
         })
     }
 
@@ -333,10 +338,9 @@ impl AsyncClient {
             let result = tokio::select! {
                 biased;
                 result = acquire => result,
-                Ok(()) = &mut cancelled => Err(fencelock::Error::NotAcquired {
-                    name: fencelock_core::LockName::new(name.as_bytes())
-                        .expect("validated on entry"),
-                }),
+                Ok(()) = &mut cancelled => Err(fencelock::Error::not_acquired(
+                    &fencelock_core::LockName::new(name.as_bytes()).expect("validated on entry"),
+                )),
             };
             Ok(Reply::new(result.map(|maybe| {
                 maybe.map(|inner| Delivery::new(inner, name, event_loop, on_lost))
@@ -362,7 +366,7 @@ pub struct AsyncClient {
 #[pymethods]
 impl AsyncClient {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None))]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None, fence_grace=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
@@ -372,6 +376,7 @@ impl AsyncClient {
         topology: Option<&Bound<'_, PyAny>>,
         service: Option<&Bound<'_, PyAny>>,
         replicas: Option<&Bound<'_, PyAny>>,
+        fence_grace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let topology = Topology {
             topology,
@@ -379,7 +384,7 @@ impl AsyncClient {
             replicas,
         };
         Ok(AsyncClient {
-            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology)?,
+            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology, fence_grace)?,
         })
     }
 

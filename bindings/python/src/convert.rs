@@ -82,6 +82,14 @@ fn seconds(what: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
     }
 }
 
+/// `fence_grace=` seconds (0 allowed) -> the core's `FenceGrace`.
+pub fn fence_grace(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let secs = seconds("fence_grace", value)?;
+    fencelock_core::FenceGrace::from_secs_f64(secs)
+        .map(fencelock_core::FenceGrace::as_duration)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 pub fn ttl(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let secs = seconds("ttl", value)?;
     Ttl::from_secs_f64(secs)

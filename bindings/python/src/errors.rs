@@ -29,14 +29,34 @@ fn raise(
 }
 
 /// Map a driver/core error. The messages come from the core: they name the
-/// lock and the cause, never a token or a password.
+/// lock and the cause, never a token or a password. Lock errors also carry
+/// `name` (the lock's name: `str`, or `bytes` if not UTF-8) and
+/// `NotAcquired` its `reason`.
 pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
     let message = error.to_string();
-    match error {
-        Error::InvalidArgument(_) => PyValueError::new_err(message),
+    let err = match error {
+        Error::InvalidArgument(_) => return PyValueError::new_err(message),
         Error::NotAcquired { .. } => raise(py, &NOT_ACQUIRED, "NotAcquired", message),
         Error::LockLost { .. } => raise(py, &LOCK_LOST, "LockLost", message),
         Error::Redis { .. } => raise(py, &REDIS_ERROR, "RedisError", message),
+    };
+    let value = err.value(py);
+    let name = match error.lock_name() {
+        Some(name) => match std::str::from_utf8(name.as_bytes()) {
+            Ok(text) => text.into_pyobject(py).map(BoundObject::into_any),
+            Err(_) => Ok(pyo3::types::PyBytes::new(py, name.as_bytes()).into_any()),
+        },
+        None => Ok(py.None().into_bound(py)),
+    };
+    let attributes = name
+        .and_then(|name| value.setattr("name", name))
+        .and_then(|()| match error.reason() {
+            Some(reason) => value.setattr("reason", reason.as_str()),
+            None => Ok(()),
+        });
+    match attributes {
+        Ok(()) => err,
+        Err(failed) => failed,
     }
 }
 

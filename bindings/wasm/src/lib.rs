@@ -20,8 +20,8 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy, Script, State,
-    Token, Ttl, Wait,
+    Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy,
+    Script, State, Token, Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -37,8 +37,17 @@ fn tagged(code: &str, message: impl Display) -> JsValue {
     js_sys::Error::new(&tag(code, message)).into()
 }
 
+/// `CODE: message`, or `NOT_ACQUIRED(reason): message` (errors.js turns the
+/// reason into `err.reason`), as bindings/node does.
+fn lock_tag(error: &Error) -> String {
+    match error.reason() {
+        Some(reason) => tag(&format!("{}({})", error.code(), reason.as_str()), error),
+        None => tag(error.code(), error),
+    }
+}
+
 fn lock_error(error: Error) -> JsValue {
-    tagged(error.code(), error)
+    js_sys::Error::new(&lock_tag(&error)).into()
 }
 
 fn type_error(what: &str, expected: &str, got: &JsValue) -> JsValue {
@@ -133,6 +142,7 @@ pub struct ClientConfig {
     response_timeout_ms: f64,
     /// `replicas=N`: every grant and extension waits for N acknowledgements.
     replicas: u32,
+    fence_grace: FenceGrace,
 }
 
 #[wasm_bindgen]
@@ -143,6 +153,7 @@ impl ClientConfig {
             keys: KeySpace::default(),
             response_timeout_ms: 2000.0,
             replicas: 0,
+            fence_grace: FenceGrace::DEFAULT,
         };
         let Some(options) = object_arg("options", &options)? else {
             return Ok(config);
@@ -179,6 +190,11 @@ impl ClientConfig {
                 ));
             }
             config.replicas = n as u32;
+        }
+        let grace = field(&options, "fenceGrace")?;
+        if !absent(&grace) {
+            let ms = number("options.fenceGrace", &grace, "a number of milliseconds")?;
+            config.fence_grace = FenceGrace::from_millis_f64(ms).map_err(lock_error)?;
         }
         Ok(config)
     }
@@ -255,6 +271,7 @@ impl LockSpec {
                 nodes,
                 auto_renew,
                 retry: RetryPolicy::default(),
+                fence_grace: client.fence_grace,
                 seed,
             },
             replicas: client.replicas,
@@ -286,17 +303,14 @@ impl LockSpec {
     /// The tagged error for "the local queue did not give us a turn in time".
     #[wasm_bindgen(js_name = notAcquiredMessage)]
     pub fn not_acquired_message(&self) -> String {
-        let error = Error::NotAcquired {
-            name: self.config.name.clone(),
-        };
-        tag(error.code(), error)
+        lock_tag(&Error::not_acquired(&self.config.name))
     }
 
     /// The tagged error for an acquire cut short by `Client.close()`.
     #[wasm_bindgen(js_name = closedMessage)]
     pub fn closed_message(&self) -> String {
         let error = Error::redis(Some(&self.config.name), "the client is closed");
-        tag(error.code(), error)
+        lock_tag(&error)
     }
 
     /// The lock, once it is this acquire's turn, `waited_ms` after the call.
@@ -416,7 +430,7 @@ impl WasmLock {
             return JsValue::UNDEFINED;
         };
         let kind = |name: &str| ("type", JsValue::from_str(name));
-        let error = |e: Error| ("error", JsValue::from(tag(e.code(), e)));
+        let error = |e: Error| ("error", JsValue::from(lock_tag(&e)));
         match event {
             Event::Subscribe => record(&[kind("subscribe")]),
             Event::Unsubscribe => record(&[kind("unsubscribe")]),
@@ -429,6 +443,9 @@ impl WasmLock {
             Event::Released(Ok(())) => record(&[kind("released")]),
             Event::Released(Err(e)) => record(&[kind("released"), error(e)]),
             Event::Lost => record(&[kind("lost")]),
+            // Released, but the server refused the PUBLISH (ACL without
+            // channel rights): other clients' waiters rely on their timers.
+            Event::NotPublished => record(&[kind("notPublished")]),
         }
     }
 
@@ -462,7 +479,7 @@ impl WasmLock {
         let error = Error::LockLost {
             name: self.lock.name().clone(),
         };
-        tag(error.code(), error)
+        lock_tag(&error)
     }
 
     /// The pub/sub channel release notifications arrive on.

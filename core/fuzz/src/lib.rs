@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use fencelock_core::{
-    Command, CommandId, Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
-    RetryPolicy, Script, State, Token, Ttl, Wait,
+    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
+    Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
 };
 
 const TOKEN: &str = "5ec12e7a-f00d-4bad-9cab-70ce17e5ec12";
@@ -57,6 +57,7 @@ enum WaitChoice {
 enum ReplyChoice {
     Granted(u16),
     GrantedHuge(u64),
+    GrantedInt(i64),
     Held(i32),
     Int(i8),
     Nil,
@@ -66,11 +67,26 @@ enum ReplyChoice {
     Array(Vec<i8>),
 }
 
+/// The fence of a granting acquire reply, read as the core reads it.
+fn granted_fence(items: &[Reply]) -> Option<u64> {
+    match items {
+        [Reply::Int(1), Reply::Bulk(digits)] => std::str::from_utf8(digits)
+            .ok()?
+            .parse()
+            .ok()
+            .filter(|&f| f > 0),
+        [Reply::Int(1), Reply::Int(f)] if *f > 0 => Some(*f as u64),
+        _ => None,
+    }
+}
+
 impl ReplyChoice {
     fn to_reply(&self) -> Reply {
         match self {
-            ReplyChoice::Granted(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(i64::from(*f))]),
-            ReplyChoice::GrantedHuge(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(*f as i64)]),
+            // The scripts send fences as decimal strings (exact u64s).
+            ReplyChoice::Granted(f) => Reply::Array(vec![Reply::Int(1), Reply::Bulk(f.to_string().into())]),
+            ReplyChoice::GrantedHuge(f) => Reply::Array(vec![Reply::Int(1), Reply::Bulk(f.to_string().into())]),
+            ReplyChoice::GrantedInt(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(*f)]),
             ReplyChoice::Held(p) => Reply::Array(vec![Reply::Int(0), Reply::Int(i64::from(*p))]),
             ReplyChoice::Int(n) => Reply::Int(i64::from(*n)),
             ReplyChoice::Nil => Reply::Nil,
@@ -167,7 +183,8 @@ fn ms(n: u64) -> Duration {
 impl Harness {
     fn new(input: &Input) -> Harness {
         let nodes = usize::from(input.nodes % 5) + 1;
-        let ttl = Ttl::from_millis(u64::from(input.ttl_ms).max(1)).expect("1..=65535 ms is valid");
+        let ttl = Ttl::from_millis(u64::from(input.ttl_ms).max(fencelock_core::MIN_TTL_MS))
+            .expect("3..=65535 ms is valid");
         let name = LockName::new("fuzz").expect("valid name");
         let wait = match input.wait {
             WaitChoice::Forever => Wait::Forever,
@@ -183,6 +200,7 @@ impl Harness {
             nodes,
             auto_renew: input.auto_renew,
             retry: RetryPolicy::default(),
+            fence_grace: FenceGrace::DEFAULT,
             seed: input.seed,
         });
         Harness {
@@ -228,7 +246,9 @@ impl Harness {
                 self.misuse_ok("acquire", r);
             }
             Op::Extend(ttl) => {
-                let ttl = ttl.map(|t| Ttl::from_millis(u64::from(t).max(1)).expect("valid"));
+                let ttl = ttl.map(|t| {
+                    Ttl::from_millis(u64::from(t).max(fencelock_core::MIN_TTL_MS)).expect("valid")
+                });
                 let r = self.lock.extend(now, ttl);
                 self.misuse_ok("extend", r);
             }
@@ -284,12 +304,9 @@ impl Harness {
         };
         match sent.command.script {
             Script::Acquire => match &reply {
-                Reply::Array(items) if matches!(items.as_slice(), [Reply::Int(1), Reply::Int(f)] if *f > 0) =>
-                {
-                    let [_, Reply::Int(f)] = items.as_slice() else {
-                        unreachable!()
-                    };
-                    self.granted_fences.push(*f as u64);
+                Reply::Array(items) if granted_fence(items).is_some() => {
+                    self.granted_fences
+                        .push(granted_fence(items).expect("matched"));
                     // Unless a release/extend sent after it changed the key.
                     if self.last_mutation[node].is_none_or(|m| m < id) {
                         let until = sent.at + ms(ttl_ms(&sent.command));
@@ -326,6 +343,14 @@ impl Harness {
                     // happen while valid). FENCELOCK_FUZZ_STRICT_EXTEND=1
                     // demands that it ends the validity too.
                     self.holds_until[node] = None;
+                }
+            }
+            Script::Reclaim => {
+                // Like an extend's 1: the key is ours until send + ttl.
+                if reply == Reply::Int(1) && self.last_mutation[node] == Some(id) {
+                    let until = sent.at + ms(ttl_ms(&sent.command));
+                    let cur = self.holds_until[node];
+                    self.holds_until[node] = Some(cur.map_or(until, |c| c.max(until)));
                 }
             }
             Script::Release | Script::RaiseFence => {}
@@ -370,6 +395,20 @@ impl Harness {
                     let until = now + ms(ttl);
                     let cur = self.holds_until[c.node];
                     self.holds_until[c.node] = cur.map(|h| h.min(until));
+                    self.last_mutation[c.node] = Some(c.id.0);
+                }
+                Script::Reclaim => {
+                    assert!(self.acquired, "reclaim before the lease was granted");
+                    assert!(self.nodes > 1, "reclaim on a single node");
+                    // It may set our key (so it needs a release if we stop)
+                    // and resets its expiry to send + ttl.
+                    let ttl: u64 = std::str::from_utf8(&c.args[1])
+                        .expect("ascii")
+                        .parse()
+                        .expect("number");
+                    self.maybe_set[c.node].push(c.id.0);
+                    let cur = self.holds_until[c.node];
+                    self.holds_until[c.node] = cur.map(|h| h.min(now + ms(ttl)));
                     self.last_mutation[c.node] = Some(c.id.0);
                 }
                 Script::RaiseFence => {

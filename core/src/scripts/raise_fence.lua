@@ -1,10 +1,29 @@
--- KEYS[1] fencing counter; ARGV[1] fence.
+-- KEYS[1] fence key; ARGV[1] fence (decimal u64), ARGV[2] fence key ttl ms.
 -- Set-if-greater, so a Redlock fence is held by a majority before use.
--- Returns the counter's value afterwards.
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-local wanted = tonumber(ARGV[1])
-if current < wanted then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return wanted
+-- Returns the counter afterwards as a decimal string. Exact: decimals are
+-- compared as (high, low) halves of at most 10 digits (as in acquire.lua).
+local function split(s)
+  local n = #s
+  if n <= 10 then
+    return {0, tonumber(s)}
+  end
+  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
+end
+local function less(a, b)
+  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+end
+local function decimal(s)
+  return type(s) == 'string' and string.match(s, '^%d+$') and #s <= 20
+end
+if not decimal(ARGV[1]) then
+  return redis.error_reply('ERR fence must be a decimal u64')
+end
+local current = redis.call('GET', KEYS[1])
+if current and not decimal(current) then
+  return redis.error_reply('ERR fence counter is not an integer')
+end
+if not current or less(split(current), split(ARGV[1])) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return ARGV[1]
 end
 return current

@@ -1,4 +1,4 @@
-//! A fake Redis server executing the four scripts' semantics.
+//! A fake Redis server executing the scripts' semantics (core/src/scripts).
 
 use std::collections::BTreeMap;
 
@@ -19,6 +19,12 @@ pub struct Node {
     /// The server's clock rate (ppm of real time): PX/PEXPIRE/PTTL count in
     /// its time, so a fast server clock expires keys early.
     pub rate_ppm: u64,
+    /// The server's wall clock (`TIME`, which fences come from) is real time
+    /// plus this offset, in µs (negative: behind). Stepping it back models a
+    /// clock that jumps backwards.
+    pub time_offset: i64,
+    /// The ACL refuses PUBLISH (a user without channel rights).
+    pub refuse_publish: bool,
     /// Scripts run (while up), for round-trip accounting.
     pub executed: Vec<Script>,
 }
@@ -30,6 +36,8 @@ impl Default for Node {
             up: true,
             down_until: 0,
             rate_ppm: 1_000_000,
+            time_offset: 0,
+            refuse_publish: false,
             executed: Vec::new(),
         }
     }
@@ -37,6 +45,18 @@ impl Default for Node {
 
 fn int(bytes: &[u8]) -> Option<i64> {
     std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// A fence counter as the scripts read it: decimal digits, at most 20.
+fn fence(bytes: &[u8]) -> Option<u128> {
+    if bytes.is_empty() || bytes.len() > 20 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+fn bulk(n: u128) -> Reply {
+    Reply::Bulk(n.to_string().into_bytes())
 }
 
 impl Node {
@@ -73,6 +93,16 @@ impl Node {
         self.get(key, now).and_then(|(v, _)| int(&v)).unwrap_or(0)
     }
 
+    /// `TIME` in whole ms, as the server's wall clock reads at `now`.
+    pub fn time_ms(&self, now: Micros) -> u64 {
+        (now as i64 + self.time_offset).max(0) as u64 / MS
+    }
+
+    /// What acquire.lua would issue at `now` over a counter of `stored`.
+    pub fn next_fence(&self, stored: u128, now: Micros) -> u128 {
+        (stored + 1).max(self.time_ms(now) as u128 * 1024)
+    }
+
     /// Lose everything (a crash without persistence).
     pub fn wipe(&mut self) {
         self.data.clear();
@@ -86,15 +116,19 @@ impl Node {
         let key = |i: usize| cmd.keys.get(i).cloned();
         let arg = |i: usize| cmd.args.get(i).cloned();
         match cmd.script {
-            // SET lock token NX PX ttl (or our own token: PEXPIRE); INCR fence
-            // -> {1, fence} | {0, pttl}
+            // SET lock token NX PX ttl (or our own token: PEXPIRE);
+            // fence = max(stored + 1, TIME ms * 1024), SET PX fence_ttl
+            // -> {1, "fence"} | {0, pttl}
             Script::Acquire => {
-                let (Some(lock), Some(fence), Some(token), Some(ttl)) =
-                    (key(0), key(1), arg(0), arg(1))
+                let (Some(lock), Some(fence_key), Some(token), Some(ttl), Some(fence_ttl)) =
+                    (key(0), key(1), arg(0), arg(1), arg(2))
                 else {
                     return err("ERR wrong number of arguments");
                 };
-                let Some(ttl) = int(&ttl).filter(|t| *t > 0) else {
+                let (Some(ttl), Some(fence_ttl)) = (
+                    int(&ttl).filter(|t| *t > 0),
+                    int(&fence_ttl).filter(|t| *t > 0),
+                ) else {
                     return err("ERR invalid expire time in 'set' command");
                 };
                 // Free, or our own leftover token (a lost compensating
@@ -108,79 +142,134 @@ impl Node {
                         return (Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)]), None);
                     }
                 }
-                let counter = match self.live(&fence, now) {
+                let stored = match self.live(&fence_key, now) {
                     None => 0,
-                    Some((v, _)) => match int(v) {
+                    Some((v, _)) => match fence(v).filter(|&n| n < u64::MAX as u128) {
                         Some(n) => n,
                         None => {
                             self.data.remove(&lock);
-                            return err("ERR value is not an integer or out of range");
+                            return err("ERR fence counter is not an integer below 2^64-1");
                         }
                     },
                 };
-                let Some(next) = counter.checked_add(1) else {
-                    self.data.remove(&lock);
-                    return err("ERR increment or decrement would overflow");
-                };
-                self.set(&fence, next.to_string().as_bytes(), None);
+                let next = self.next_fence(stored, now);
+                let fence_expires = now + self.real_us(fence_ttl as u64);
+                self.set(&fence_key, next.to_string().as_bytes(), Some(fence_expires));
                 let expires = now + self.real_us(ttl as u64);
                 self.set(&lock, &token, Some(expires));
-                (Reply::Array(vec![Reply::Int(1), Reply::Int(next)]), None)
+                (Reply::Array(vec![Reply::Int(1), bulk(next)]), None)
             }
-            // if GET lock == token: DEL lock; PUBLISH channel (if given) -> 1 | 0
+            // if GET lock == token: DEL lock; PUBLISH channel (if given)
+            // -> 1 | 2 (PUBLISH refused) | 0
             Script::Release => {
                 let (Some(lock), Some(token)) = (key(0), arg(0)) else {
                     return err("ERR wrong number of arguments");
                 };
                 if self.live(&lock, now).is_some_and(|(v, _)| *v == token) {
                     self.data.remove(&lock);
-                    (Reply::Int(1), key(1))
+                    match key(1) {
+                        Some(_) if self.refuse_publish => (Reply::Int(2), None),
+                        channel => (Reply::Int(1), channel),
+                    }
                 } else {
                     (Reply::Int(0), None)
                 }
             }
-            // if GET lock == token: PEXPIRE lock ttl -> 1 | 0
+            // if GET lock == token: PEXPIRE fence fence_ttl; PEXPIRE lock ttl
+            // -> 1 | 0
             Script::Extend => {
-                let (Some(lock), Some(token), Some(ttl)) = (key(0), arg(0), arg(1)) else {
+                let (Some(lock), Some(fence_key), Some(token), Some(ttl), Some(fence_ttl)) =
+                    (key(0), key(1), arg(0), arg(1), arg(2))
+                else {
                     return err("ERR wrong number of arguments");
                 };
-                let Some(ttl) = int(&ttl) else {
+                let (Some(ttl), Some(fence_ttl)) = (int(&ttl), int(&fence_ttl)) else {
                     return err("ERR value is not an integer or out of range");
                 };
-                let real = self.real_us(ttl.max(0) as u64);
-                match self.live(&lock, now) {
-                    Some((v, exp)) if *v == token => {
-                        if ttl <= 0 {
-                            self.data.remove(&lock);
-                        } else {
-                            *exp = Some(now + real);
-                        }
-                        (Reply::Int(1), None)
-                    }
-                    _ => (Reply::Int(0), None),
+                if !self.live(&lock, now).is_some_and(|(v, _)| *v == token) {
+                    return (Reply::Int(0), None);
                 }
+                self.pexpire(&fence_key, fence_ttl, now);
+                self.pexpire(&lock, ttl, now);
+                (Reply::Int(1), None)
             }
-            // counter = max(counter, fence) -> counter
+            // counter = max(counter, fence), SET PX fence_ttl when raised
+            // -> "counter"
             Script::RaiseFence => {
-                let (Some(fence), Some(wanted)) = (key(0), arg(0)) else {
+                let (Some(fence_key), Some(wanted), Some(fence_ttl)) = (key(0), arg(0), arg(1))
+                else {
                     return err("ERR wrong number of arguments");
                 };
-                let Some(wanted) = int(&wanted) else {
-                    return err("ERR attempt to compare number with nil");
+                let (Some(wanted), Some(fence_ttl)) = (fence(&wanted), int(&fence_ttl)) else {
+                    return err("ERR fence must be a decimal u64");
                 };
-                let current = match self.live(&fence, now) {
+                let current = match self.live(&fence_key, now) {
                     None => 0,
-                    Some((v, _)) => match int(v) {
+                    Some((v, _)) => match fence(v) {
                         Some(n) => n,
-                        None => return err("ERR attempt to compare nil with number"),
+                        None => return err("ERR fence counter is not an integer"),
                     },
                 };
                 if current < wanted {
-                    self.set(&fence, wanted.to_string().as_bytes(), None);
-                    (Reply::Int(wanted), None)
+                    let expires = now + self.real_us(fence_ttl.max(0) as u64);
+                    self.set(&fence_key, wanted.to_string().as_bytes(), Some(expires));
+                    (bulk(wanted), None)
                 } else {
-                    (Reply::Int(current), None)
+                    (bulk(current), None)
                 }
+            }
+            // SET lock token NX PX ttl (or ours already: PEXPIRE), else 0;
+            // counter = max(counter, fence) with PX fence_ttl -> 1
+            Script::Reclaim => {
+                let (
+                    Some(lock),
+                    Some(fence_key),
+                    Some(token),
+                    Some(ttl),
+                    Some(wanted),
+                    Some(fence_ttl),
+                ) = (key(0), key(1), arg(0), arg(1), arg(2), arg(3))
+                else {
+                    return err("ERR wrong number of arguments");
+                };
+                let (Some(ttl), Some(wanted), Some(fence_ttl)) =
+                    (int(&ttl), fence(&wanted), int(&fence_ttl))
+                else {
+                    return err("ERR value is not an integer or out of range");
+                };
+                match self.live(&lock, now).map(|(v, _)| v.clone()) {
+                    Some(holder) if holder != token => return (Reply::Int(0), None),
+                    _ => {}
+                }
+                let expires = now + self.real_us(ttl.max(0) as u64);
+                self.set(&lock, &token, Some(expires));
+                let fence_expires = now + self.real_us(fence_ttl.max(0) as u64);
+                match self.live(&fence_key, now).map(|(v, _)| fence(v)) {
+                    None => self.set(
+                        &fence_key,
+                        wanted.to_string().as_bytes(),
+                        Some(fence_expires),
+                    ),
+                    Some(Some(current)) if current < wanted => self.set(
+                        &fence_key,
+                        wanted.to_string().as_bytes(),
+                        Some(fence_expires),
+                    ),
+                    Some(_) => self.pexpire(&fence_key, fence_ttl, now),
+                }
+                (Reply::Int(1), None)
+            }
+        }
+    }
+
+    /// PEXPIRE: a non-positive ttl deletes the key; a missing key is left be.
+    fn pexpire(&mut self, key: &[u8], ttl_ms: i64, now: Micros) {
+        let real = self.real_us(ttl_ms.max(0) as u64);
+        if let Some((_, exp)) = self.live(key, now) {
+            if ttl_ms <= 0 {
+                self.data.remove(key);
+            } else {
+                *exp = Some(now + real);
             }
         }
     }

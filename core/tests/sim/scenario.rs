@@ -29,6 +29,9 @@ pub struct Scenario {
     /// `appendfsync always`) instead of empty.
     pub crashes_keep_data: bool,
     pub lossy: bool,
+    /// Nodes start with different fence counters (up to the clock skew
+    /// ahead of their clocks, as a Redlock write-back from a node with a
+    /// faster clock leaves them).
     pub divergent_counters: bool,
     pub auto_renew: bool,
     pub extends: bool,
@@ -73,12 +76,17 @@ impl Scenario {
             1 => 1_000_000 + max,
             _ => 1_000_000 - max + rng.range(0, 2 * max),
         };
+        // Server wall clocks (TIME, which fences come from) disagree by up
+        // to ttl/2, less than a crashed node stays down (1.5 ttl): the
+        // assumption under which fences survive data loss.
+        let skew = ttl / 2;
         for n in 0..self.nodes {
             sim.nodes[n].rate_ppm = rate(&mut rng);
+            sim.nodes[n].time_offset = rng.range(0, skew) as i64;
         }
         if self.divergent_counters {
             for n in 0..self.nodes {
-                let c = rng.range(0, 20) as i64;
+                let c = (rng.range(0, skew) / MS * 1024 + rng.range(0, 20)) as i64;
                 sim.set_counter(n, c);
             }
         }

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt::Write as _;
 
 use fencelock_core::{
-    Command, CommandId, Error, Event, Instant, KeySpace, Lock, LockConfig, LockKeys, LockName,
-    Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
+    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockKeys,
+    LockName, Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
 };
 
 use super::{Clock, Micros, Node, Rng, MS};
@@ -345,6 +345,7 @@ impl Sim {
             nodes: self.nodes.len(),
             auto_renew: opts.auto_renew,
             retry: opts.retry,
+            fence_grace: FenceGrace::DEFAULT,
             seed: id as u64,
         });
         self.leases.push(LeaseSim {

@@ -40,12 +40,18 @@ fn raw_cmd(raw: &mut Raw, cmd: &Value, sc: &Value) {
 fn outcome(result: Result<(), Error>) -> Value {
     match result {
         Ok(()) => Value::from("ok"),
-        Err(e) => serde_json::json!({"error": match e {
-            Error::NotAcquired { .. } => "NotAcquired",
-            Error::LockLost { .. } => "LockLost",
-            Error::Redis { .. } => "Redis",
-            Error::InvalidArgument(_) => "InvalidArgument",
-        }}),
+        Err(e) => {
+            let kind = match e {
+                Error::NotAcquired { .. } => "NotAcquired",
+                Error::LockLost { .. } => "LockLost",
+                Error::Redis { .. } => "Redis",
+                Error::InvalidArgument(_) => "InvalidArgument",
+            };
+            match e.reason() {
+                Some(reason) => serde_json::json!({"error": kind, "reason": reason.as_str()}),
+                None => serde_json::json!({"error": kind}),
+            }
+        }
     }
 }
 
@@ -92,7 +98,7 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
                 got = match call {
                     "acquire" => match client.acquire(bytes(&sc["lock_name"]), &lock).await {
                         Ok(l) => {
-                            let v = serde_json::json!({"acquired": l.fence(), "validity": l.valid_for().as_millis() as u64});
+                            let v = serde_json::json!({"acquired": l.fence().to_string(), "validity": l.valid_for().as_millis() as u64});
                             lease = Some(l);
                             v
                         }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use fencelock_conformance::{bytes, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy,
-    Script, Token, Ttl, Wait,
+    Command, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
+    RetryPolicy, Script, Token, Ttl, Wait,
 };
 use serde_json::Value;
 
@@ -112,13 +112,10 @@ fn ttl_conversions_match_the_vectors() {
 // commands.json
 
 fn script_named(name: &str) -> Script {
-    match name {
-        "acquire" => Script::Acquire,
-        "release" => Script::Release,
-        "extend" => Script::Extend,
-        "raise_fence" => Script::RaiseFence,
-        other => panic!("unknown script {other}"),
-    }
+    Script::ALL
+        .into_iter()
+        .find(|s| s.name() == name)
+        .unwrap_or_else(|| panic!("unknown script {name}"))
 }
 
 fn reply(v: &Value) -> Reply {
@@ -162,13 +159,18 @@ fn outcome(event: &Event, t0: Instant) -> Option<Value> {
     let ms = |i: Instant| i.saturating_duration_since(t0).as_millis() as u64;
     Some(match event {
         Event::Acquired { fence, valid_until } => {
-            serde_json::json!({"acquired": fence, "valid_until_ms": ms(*valid_until)})
+            serde_json::json!({"acquired": fence.to_string(), "valid_until_ms": ms(*valid_until)})
         }
         Event::Extended { .. } | Event::Released(Ok(())) => Value::from("ok"),
         Event::AcquireFailed(e) | Event::ExtendFailed(e) | Event::Released(Err(e)) => {
-            serde_json::json!({"error": error_kind(e)})
+            match e.reason() {
+                Some(reason) => {
+                    serde_json::json!({"error": error_kind(e), "reason": reason.as_str()})
+                }
+                None => serde_json::json!({"error": error_kind(e)}),
+            }
         }
-        Event::Subscribe | Event::Unsubscribe | Event::Lost => return None,
+        Event::Subscribe | Event::Unsubscribe | Event::Lost | Event::NotPublished => return None,
     })
 }
 
@@ -176,13 +178,9 @@ fn outcome(event: &Event, t0: Instant) -> Option<Value> {
 fn commands_and_outcomes_match_the_vectors() {
     let doc = vectors("commands.json");
     let shas = &doc["scripts"];
+    assert_eq!(shas.as_object().unwrap().len(), Script::ALL.len());
     for script in Script::ALL {
-        let name = match script {
-            Script::Acquire => "acquire",
-            Script::Release => "release",
-            Script::Extend => "extend",
-            Script::RaiseFence => "raise_fence",
-        };
+        let name = script.name();
         assert_eq!(
             shas[name].as_str().unwrap(),
             script.sha1(),
@@ -226,6 +224,7 @@ fn run_scenario(sc: &Value) {
         nodes: sc["nodes"].as_u64().unwrap() as usize,
         auto_renew: false,
         retry: RetryPolicy::default(),
+        fence_grace: FenceGrace::DEFAULT,
         seed: 1,
     });
     // Time stands still: every validity is measured from t0.
