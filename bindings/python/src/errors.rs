@@ -7,7 +7,7 @@ use fencelock::Error;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyBytes, PyString, PyType};
 use pyo3::BoundObject;
 
 static NOT_ACQUIRED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -43,13 +43,13 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
     let value = err.value(py);
     let name = match error.lock_name() {
         Some(name) => match std::str::from_utf8(name.as_bytes()) {
-            Ok(text) => text.into_pyobject(py).map(BoundObject::into_any),
-            Err(_) => Ok(pyo3::types::PyBytes::new(py, name.as_bytes()).into_any()),
+            Ok(text) => PyString::new(py, text).into_any(),
+            Err(_) => PyBytes::new(py, name.as_bytes()).into_any(),
         },
-        None => Ok(py.None().into_bound(py)),
+        None => py.None().into_bound(py),
     };
-    let attributes = name
-        .and_then(|name| value.setattr("name", name))
+    let attributes = value
+        .setattr("name", name)
         .and_then(|()| match error.reason() {
             Some(reason) => value.setattr("reason", reason.as_str()),
             None => Ok(()),
