@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! name without braces:  <prefix>{<name>}            lock key (token, PX ttl)
-//!                       <prefix>{<name>}:fence      fencing counter (no TTL)
+//!                       <prefix>{<name>}:fence      last fence issued (PX ttl + grace)
 //!                       <prefix>{<name>}:released   release notifications
 //! name with { or }:     <prefix>#{<escaped>}...     same suffixes; `%`, `{`, `}`
 //!                                                   written as %25, %7B, %7D

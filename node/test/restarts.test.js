@@ -11,8 +11,9 @@ const { Raw, startRedis, redisUrl, uniqueName, lockKey } = require('./helpers.js
 
 const fast = { connectTimeout: 500, responseTimeout: 500 }
 
+/** Kill (no goodbye) and start again on the same port, empty. */
 async function restart(server) {
-  await server.stop()
+  await server.kill()
   await server.start()
 }
 
@@ -96,15 +97,15 @@ test('Redlock 3 of 5, 2 restarted empty and 2 down: acquired within the wait; to
     await first.release()
     await restart(servers[0])
     await restart(servers[1])
-    await servers[2].stop()
-    await servers[3].stop()
+    await servers[2].kill()
+    await servers[3].kill()
     let t = Date.now()
     const lease = await client.acquire(name, { ttl: 10_000, wait: 5000 })
     assert.ok(Date.now() - t < 5000)
     assert.ok(lease.fence > first.fence)
     await lease.release()
 
-    await servers[4].stop()
+    await servers[4].kill()
     t = Date.now()
     const err = await client.acquire(name, { ttl: 10_000, wait: 400 }).catch((e) => e)
     assert.ok(err instanceof NotAcquiredError, String(err))
@@ -126,7 +127,7 @@ test('a rolling restart of all 3 nodes keeps an auto-renewed lease', async () =>
   try {
     const lease = await client.acquire(name, { ttl: 300, wait: 0, autoRenew: true })
     for (const [n, server] of servers.entries()) {
-      await server.stop()
+      await server.kill()
       await sleep(1000) // the outage itself: longer than the TTL
       assert.equal(lease.lost, false, `lost while node ${n} was down`)
       await server.start()

@@ -27,7 +27,7 @@ def test_acquire_writes_token_and_fence_under_documented_keys(client: fencelock.
     assert lease.lost is False
     lease.release()
     assert r.execute("EXISTS", lock_key) == 0
-    # The fencing counter outlives the lock.
+    # The fence key outlives the lock (by the fence grace).
     assert int(r.get(fence_key) or 0) == lease.fence
 
 

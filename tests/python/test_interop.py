@@ -266,11 +266,15 @@ def test_wire_commands_are_identical_in_every_language(lang: str, redis_url: str
     name = WIRE["lock_name"]
     keys = [f"fencelock:{{{name}}}{s}".encode() for s in ("", ":fence", ":released")]
     raw.execute("DEL", keys[0], keys[1])
+    # A stored fence far ahead of the server clock: each acquire adds one,
+    # exactly (2^62 + n is not a double).
+    ahead = 2**62
+    raw.execute("SET", keys[1], ahead)
     a, b = Agent(lang, redis_url), Agent(lang, redis_url)
     monitor = Monitor(redis_url)
     try:
         first = a.call(op="acquire", name=name, ttl=10000, wait=0)
-        assert first["fence"] == "1"
+        assert first["fence"] == str(ahead + 1)
         assert a.call(op="extend", lease=first["lease"], ttl=20000) == {"ok": True}
         b.send(op="acquire", name=name, ttl=10000, wait=5000)
         # B tries, subscribes, tries again once subscribed, then waits.
@@ -278,10 +282,10 @@ def test_wire_commands_are_identical_in_every_language(lang: str, redis_url: str
         assert b.pending()
         assert a.call(op="release", lease=first["lease"]) == {"ok": True}
         second = b.reply()
-        assert second["fence"] == "2"
+        assert second["fence"] == str(ahead + 2)
         raw.execute("DEL", keys[0])  # B's lock expires (as if B had paused)
         third = a.call(op="acquire", name=name, ttl=10000, wait=0)
-        assert third["fence"] == "3"
+        assert third["fence"] == str(ahead + 3)
         assert b.call(op="extend", lease=second["lease"], ttl=None)["error"] == "LockLost"
         assert b.call(op="release", lease=second["lease"])["error"] == "LockLost"
         assert a.call(op="release", lease=third["lease"]) == {"ok": True}

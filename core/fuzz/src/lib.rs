@@ -84,8 +84,12 @@ impl ReplyChoice {
     fn to_reply(&self) -> Reply {
         match self {
             // The scripts send fences as decimal strings (exact u64s).
-            ReplyChoice::Granted(f) => Reply::Array(vec![Reply::Int(1), Reply::Bulk(f.to_string().into())]),
-            ReplyChoice::GrantedHuge(f) => Reply::Array(vec![Reply::Int(1), Reply::Bulk(f.to_string().into())]),
+            ReplyChoice::Granted(f) => {
+                Reply::Array(vec![Reply::Int(1), Reply::Bulk(f.to_string().into())])
+            }
+            ReplyChoice::GrantedHuge(f) => {
+                Reply::Array(vec![Reply::Int(1), Reply::Bulk(f.to_string().into())])
+            }
             ReplyChoice::GrantedInt(f) => Reply::Array(vec![Reply::Int(1), Reply::Int(*f)]),
             ReplyChoice::Held(p) => Reply::Array(vec![Reply::Int(0), Reply::Int(i64::from(*p))]),
             ReplyChoice::Int(n) => Reply::Int(i64::from(*n)),

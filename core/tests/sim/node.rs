@@ -186,7 +186,7 @@ impl Node {
                 let (Some(ttl), Some(fence_ttl)) = (int(&ttl), int(&fence_ttl)) else {
                     return err("ERR value is not an integer or out of range");
                 };
-                if !self.live(&lock, now).is_some_and(|(v, _)| *v == token) {
+                if self.live(&lock, now).is_none_or(|(v, _)| *v != token) {
                     return (Reply::Int(0), None);
                 }
                 self.pexpire(&fence_key, fence_ttl, now);
