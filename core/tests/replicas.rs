@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use fencelock_core::{
-    Command, Error, Event, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy,
-    Script, State, Token, Ttl, Wait, WaitReplicas,
+    Command, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
+    RetryPolicy, Script, State, Token, Ttl, Wait, WaitReplicas,
 };
 
 fn ms(n: u64) -> Instant {
@@ -25,6 +25,7 @@ fn lock(replicas: u32, auto_renew: bool) -> Lock {
         nodes: 1,
         auto_renew,
         retry: RetryPolicy::default(),
+        fence_grace: FenceGrace::DEFAULT,
         seed: 7,
     });
     lock.require_replicas(replicas, Duration::from_millis(100));
@@ -91,6 +92,7 @@ fn too_few_acknowledgements_release_and_fail_the_acquire() {
         [Event::AcquireFailed(e @ Error::NotAcquired { .. })] => {
             let text = e.to_string();
             assert!(text.contains("job"), "{text}");
+            assert_eq!(e.reason().map(|r| r.as_str()), Some("replicas"));
         }
         other => panic!("{other:?}"),
     }

@@ -82,8 +82,10 @@ def test_replicas_too_few_acknowledged_is_not_acquired_and_released(
     with fencelock.Client(
         urls, topology="sentinel", service=service, replicas=2, response_timeout=0.4
     ) as client:
-        with pytest.raises(fencelock.NotAcquired):
+        with pytest.raises(fencelock.NotAcquired) as info:
             client.acquire(name, ttl=10.0, wait=0)
+        assert info.value.reason == "replicas"
+        assert "of 2 replicas acknowledged" in str(info.value)
     r = Redis(sentinel_primary(sentinel))
     try:
         assert r.execute("GET", lock_keys(name)[0]) is None

@@ -107,6 +107,7 @@ impl Client {
                 vec![node],
                 notifier,
                 keyspace,
+                fence_grace,
                 handle,
                 labels,
                 &options,
@@ -150,7 +151,13 @@ impl Client {
         let notifier = Arc::new(Notifier::new(&parsed, &config, &handle)?);
         let labels: Vec<String> = parsed.iter().map(|u| u.redacted.clone()).collect();
         Ok(Self::assemble(
-            nodes, notifier, keyspace, handle, labels, &options,
+            nodes,
+            notifier,
+            keyspace,
+            fence_grace,
+            handle,
+            labels,
+            &options,
         ))
     }
 
@@ -158,6 +165,7 @@ impl Client {
         nodes: Vec<Node>,
         notifier: Arc<Notifier>,
         keyspace: KeySpace,
+        fence_grace: FenceGrace,
         handle: tokio::runtime::Handle,
         labels: Vec<String>,
         options: &ClientOptions,

@@ -216,7 +216,14 @@ impl Client {
             replicas,
         };
         Ok(Client {
-            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology, fence_grace)?,
+            connector: Connector::new(
+                url,
+                prefix,
+                connect_timeout,
+                response_timeout,
+                &topology,
+                fence_grace,
+            )?,
         })
     }
 
@@ -384,7 +391,14 @@ impl AsyncClient {
             replicas,
         };
         Ok(AsyncClient {
-            connector: Connector::new(url, prefix, connect_timeout, response_timeout, &topology, fence_grace)?,
+            connector: Connector::new(
+                url,
+                prefix,
+                connect_timeout,
+                response_timeout,
+                &topology,
+                fence_grace,
+            )?,
         })
     }
 
