@@ -7,6 +7,7 @@
 //! | `mutual_exclusion` (a) | no two leases believe they hold the lock at one real instant |
 //! | `every_accepted_call_completes` (d) | one completion event per accepted app call; every lease comes to rest |
 //! | `fences_increase_*` (b) | fences strictly increase in acquisition order (N=1, also across restarts without persistence; Redlock; Redlock with node crashes that lose all data) — server clocks disagreeing by less than a crashed node stays down |
+//! | `fences_survive_the_linking_redlock_node_losing_its_counter` (b) | the node linking two Redlock majorities restarts empty: the later majority still issues a larger fence (fails with a bare counter) |
 //! | `cancelled_acquire_leaves_nothing_held` (c) | a cancelled acquire leaves no key, short of a lost compensating release |
 //! | `arbitrary_inputs_never_panic_or_stick` (d) | nonsense replies/ids/wakeups/timeouts: no panic, then it settles |
 //! | `bounded_wait_completes_in_time` (e) | `Wait::Bounded(w)` ends by start + w + a round trip |
@@ -893,5 +894,96 @@ proptest! {
             let (sim, _) = c.run(true);
             TestCaseError::fail(format!("{e}\n{}\n--- trace ---\n{}", sim.describe(), sim.trace))
         })?;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// (b) The Redlock story the majority intersection cannot carry: a node that
+// lost its data links the two majorities.
+
+#[derive(Clone, Debug)]
+struct LostCounterCase {
+    ttl_ms: u64,
+    /// Each node's wall-clock offset, within ttl/2 of the others.
+    offsets_ms: Vec<u64>,
+    /// How long the crashed node stays down, beyond 1.5 ttl.
+    extra_down_ms: u64,
+    /// When B acquires after the node is back.
+    b_after_ms: u64,
+    /// Stored fences ahead of the clocks (by less than the skew bound).
+    ahead_ms: Vec<u64>,
+}
+
+fn lost_counter_case() -> impl Strategy<Value = LostCounterCase> {
+    (20..=1_000u64)
+        .prop_flat_map(|ttl_ms| {
+            (
+                Just(ttl_ms),
+                prop::collection::vec(0..=ttl_ms / 2, 5),
+                0..=ttl_ms,
+                0..=ttl_ms,
+                prop::collection::vec(0..=ttl_ms / 2, 5),
+            )
+        })
+        .prop_map(
+            |(ttl_ms, offsets_ms, extra_down_ms, b_after_ms, ahead_ms)| LostCounterCase {
+                ttl_ms,
+                offsets_ms,
+                extra_down_ms,
+                b_after_ms,
+                ahead_ms,
+            },
+        )
+}
+
+impl LostCounterCase {
+    /// A holds with n0..n2 while n3, n4 are away; n2 crashes and comes back
+    /// empty after the delayed-restart time; B acquires with n2..n4 while
+    /// n0, n1 are away. Returns both fences.
+    fn run(&self) -> Result<(u64, u64), String> {
+        let ttl = self.ttl_ms * MS;
+        // Unreachable nodes time out well within the validity.
+        let net = Net {
+            timeout: (ttl / 4).max(5 * MS),
+            ..Net::calm()
+        };
+        let mut sim = Sim::new(1, 5, net);
+        for n in 0..5 {
+            sim.nodes[n].time_offset = (self.offsets_ms[n] * MS) as i64;
+            let ahead = (self.offsets_ms[n] + self.ahead_ms[n]).min(self.ttl_ms / 2) * 1024;
+            sim.set_counter(n, ahead as i64);
+        }
+        let c = sim.add_client(Clock::PERFECT);
+        let a = sim.add_lease(c, LeaseOpts::new(self.ttl_ms, Wait::TRY_ONCE));
+        let b = sim.add_lease(c, LeaseOpts::new(self.ttl_ms, Wait::TRY_ONCE));
+        sim.partition_at(0, 3, ttl);
+        sim.partition_at(0, 4, ttl);
+        sim.at(MS, a, AppAction::Acquire);
+        sim.at(ttl / 2, a, AppAction::Release);
+        let down = ttl * 3 / 2 + self.extra_down_ms * MS;
+        sim.crash_at(ttl, 2, down);
+        let b_at = ttl + down + MS + self.b_after_ms * MS;
+        sim.partition_at(b_at - MS, 0, ttl);
+        sim.partition_at(b_at - MS, 1, ttl);
+        sim.at(b_at, b, AppAction::Acquire);
+        sim.run_until(b_at + ttl);
+        let fa = sim.leases[a].fence().ok_or("A did not acquire")?;
+        let fb = sim.leases[b].fence().ok_or("B did not acquire")?;
+        Ok((fa, fb))
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// (b) Fences still increase when the only node linking two Redlock
+    /// majorities restarted empty, for any server clock skew below ttl/2
+    /// (less than the delayed restart keeps the node down) and counters up
+    /// to that far ahead of the clocks. Without the clock part of the fence
+    /// (a bare counter) B gets a smaller fence here.
+    #[test]
+    fn fences_survive_the_linking_redlock_node_losing_its_counter(c in lost_counter_case()) {
+        let (fa, fb) = c.run().map_err(TestCaseError::fail)?;
+        prop_assert!(fb > fa, "fence {} then {}", fa, fb);
     }
 }
