@@ -187,3 +187,33 @@ async fn not_acquired_says_held_and_names_the_lock() {
     holder.close().await;
     other.close().await;
 }
+
+/// An ACL user without channel rights (Redis 7's default for new users):
+/// the release script's PUBLISH is refused, the release still succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_release_notification_does_not_fail_the_release() {
+    let server = Server::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "app",
+            "on",
+            ">pw",
+            "~fencelock:*",
+            "+@all",
+            "resetchannels",
+        ])
+        .query(&mut conn(&server.url()))
+        .unwrap();
+    let url = format!("redis://app:pw@127.0.0.1:{}/0", server.port);
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let name = unique("acl");
+    let lock = LockOptions::new(Duration::from_secs(10)).wait(Duration::ZERO);
+    for _ in 0..2 {
+        let lease = client.acquire(&name, &lock).await.unwrap();
+        lease.release().await.unwrap();
+        assert_eq!(pttl(&server.url(), &keys(&name).lock), -2, "released");
+        assert!(!lease.lost());
+    }
+    client.close().await;
+}
