@@ -134,7 +134,7 @@ fn millis(at: Instant) -> f64 {
 
 // ---------------------------------------------------------------- client options
 
-/// A client's validated options: `{ prefix, responseTimeout, replicas }`.
+/// A client's validated options: `{ prefix, responseTimeout, replicas, fenceGrace }`.
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct ClientConfig {
