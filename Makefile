@@ -18,7 +18,7 @@ test-node:
 test-interop:   ## vectors, interop agents, MONITOR sameness
 	bash ci/test-interop.sh
 
-wasm:           ## core -> wasm32 with Debian's toolchain + dependency check
+wasm:           ## core dependency check; build fencelock/wasm, test it under Node, Bun, Deno
 	bash ci/test-wasm.sh
 
 lint:           ## cargo fmt --check + clippy -D warnings (core + driver)

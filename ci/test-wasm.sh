@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # WebAssembly suite (`make test` runs it through ci/test.sh; runs alone too):
-#  1. the core stays sans-IO and portable: no IO/RNG crates in its tree, and
-#     it builds for wasm32-unknown-unknown;
+#  1. the core stays sans-IO: no IO/RNG crates in its dependency tree;
 #  2. the npm package's fencelock/wasm: npm ci when needed, `npm run
-#     build:wasm` (bindings/wasm -> node/wasm/pkg, wasm-bindgen-cli into
-#     .build/tools), its size reported;
+#     build:wasm` (the core and bindings/wasm built for wasm32-unknown-unknown
+#     -> node/wasm/pkg, wasm-bindgen-cli into .build/tools), its size reported;
 #  3. its tests against real redis-servers, with FENCELOCK_FORCE_WASM=1 so
 #     the native addon is never used: node:test under Node 20
 #     (node/test/wasm/*.test.js), then the same runtime check
@@ -29,29 +28,16 @@ if bad=$(grep -E "$forbidden" <<<"$deps"); then
 fi
 echo "test-wasm: fencelock-core normal deps: ${deps//$'\n'/ }"
 
-# 2. Build with Debian's toolchain (rustc-web + rust-web-src), because rustup
-#    cannot add the wasm32 target here. std is rebuilt from source
-#    (-Zbuild-std, hence RUSTC_BOOTSTRAP on a stable compiler) and linked by
-#    lld's wasm-ld. A separate target dir keeps Debian's artifacts away from
-#    rustup's in target/ (mixing compilers there would force rebuilds).
-export CARGO_TARGET_DIR=$PWD/target/wasm
-rlib=$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/libfencelock_core.rlib
-rm -f "$rlib"   # so a stale artifact can never pass the check below
-PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
-  CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=wasm-ld \
-  /usr/bin/cargo build -p fencelock-core -Zbuild-std=std,panic_abort \
-  --target wasm32-unknown-unknown --release
-
-[ -s "$rlib" ] || { echo "test-wasm: $rlib missing" >&2; exit 1; }
-echo "test-wasm: core ok, $(du -h "$rlib" | cut -f1) $rlib"
-
-# 3. The npm package's WebAssembly flavour.
+# 2. The npm package's WebAssembly flavour. Building it builds the core for
+#    wasm32-unknown-unknown too (bindings/wasm is the core plus wasm-bindgen),
+#    with Debian's toolchain: see node/scripts/build-wasm.sh.
 cd "$root/node"
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   FENCELOCK_SKIP_ADDON_BUILD=1 npm ci --no-audit --no-fund
 fi
 npm run --silent build:wasm
 
+# 3. The tests.
 if [ -z "${FENCELOCK_TEST_REDIS_URL:-}" ]; then
   export FENCELOCK_REDIS_RUN_DIR=$root/.build/wasm-redis
   trap 'bash "$root/ci/redis.sh" stop' EXIT

@@ -23,6 +23,7 @@ fi
 
 export CARGO_TARGET_DIR=$root/target/wasm
 wasm=$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/fencelock_wasm.wasm
+rm -f "$wasm" # a stale artifact must never stand in for a failed build
 (
   cd "$root/bindings/wasm"
   PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
