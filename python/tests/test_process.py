@@ -231,3 +231,92 @@ def test_interpreter_exit_is_clean_right_after_async_work(redis_url: str) -> Non
         done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, redis_url], capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+# --------------------------------------------------------------------------
+# A stalled interpreter: one lease expires, the renewed ones must live on.
+
+CONTENDER = """
+import sys, time, fencelock
+url, name, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+with fencelock.Client(url) as c:
+    print("ready", flush=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        lease = c.try_acquire(name, ttl=5.0)
+        if lease is not None:
+            print("stolen", flush=True)
+            lease.release()
+            break
+        time.sleep(0.02)
+    else:
+        print("never", flush=True)
+"""
+
+
+def _hold_the_gil(seconds: float) -> float:
+    """A C call that keeps the GIL: ctypes.PyDLL functions run without
+    releasing it (a long `sum(range(n))` or a GC pause does the same)."""
+    import ctypes
+    libc = ctypes.PyDLL(None)
+    t0 = time.monotonic()
+    libc.usleep(int(seconds * 1_000_000))
+    return time.monotonic() - t0
+
+
+class _Contender:
+    """Another process that tries to take `name` every 20 ms for `seconds`."""
+
+    def __init__(self, redis_url: str, name: str, seconds: float) -> None:
+        import subprocess
+        self.proc = subprocess.Popen([sys.executable, "-c", CONTENDER, redis_url, name, str(seconds)],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def outcome(self) -> str:
+        out, _ = self.proc.communicate(timeout=60)
+        return out.strip()
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_stalled_interpreter_loses_only_the_lease_that_expired(
+        redis_url: str, r: Redis, name: str, caplog: pytest.LogCaptureFixture, flavour: str) -> None:
+    """X (ttl 2 s, auto-renewed) and S (ttl 0.6 s, not renewed); then the GIL
+    is held for 3 s. S expires and its "lease lost" WARNING is emitted while
+    the GIL is held; X's renewals must still go out on time: no other process
+    gets X during or after the stall, and X is neither lost nor unreleasable."""
+    caplog.set_level(logging.WARNING, logger="fencelock")  # the warning is forwarded
+    x_name, s_name = name + ":x", name + ":s"
+
+    def check(x: "fencelock.Lease | fencelock.AsyncLease", s: "fencelock.Lease | fencelock.AsyncLease",
+              stalled: float, contender: _Contender) -> None:
+        assert stalled >= 2.9, stalled
+        assert s.lost, "the short lease ran out during the stall"
+        assert not x.lost, "the renewed lease was lost"
+        assert r.get(lock_keys(x_name)[0]) == x.token.encode(), "X is no longer ours in Redis"
+        assert contender.outcome() == "never", "another process took X"
+
+    if flavour == "sync":
+        client = fencelock.Client(redis_url)
+        x = client.acquire(x_name, ttl=2.0, auto_renew=True)
+        contender = _Contender(redis_url, x_name, 4.5)
+        s = client.acquire(s_name, ttl=0.6)
+        check(x, s, _hold_the_gil(3.0), contender)
+        x.release()  # raises LockLost if X had been lost
+        client.close()
+    else:
+        async def main() -> None:
+            aclient = fencelock.AsyncClient(redis_url)
+            x = await aclient.acquire(x_name, ttl=2.0, auto_renew=True)
+            contender = _Contender(redis_url, x_name, 4.5)
+            s = await aclient.acquire(s_name, ttl=0.6)
+            check(x, s, _hold_the_gil(3.0), contender)
+            await x.release()
+            await aclient.close()
+
+        run(main())
+    # close() delivered what was logged: S's loss, and nothing about X.
+    lost = [rec.getMessage() for rec in caplog.records if rec.name == "fencelock" and "lost" in rec.getMessage()]
+    assert any(s_name in m for m in lost), lost
+    assert not any(x_name in m for m in lost), lost

@@ -436,8 +436,10 @@ impl Actor<'_> {
                 }
             }
             Event::Lost => {
-                tracing::warn!(lock = %lock.name(), "lease lost");
+                // Mark first: whatever reports the loss (a log handler, a
+                // callback) must find the lease already lost.
                 self.shared.mark_lost();
+                tracing::warn!(lock = %lock.name(), "lease lost");
                 // The next local waiter may try now.
                 self.turn = None;
             }

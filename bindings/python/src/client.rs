@@ -293,6 +293,7 @@ impl Client {
                 Ok::<(), fencelock::Error>(())
             })?;
         }
+        logging::flush(py);
         Ok(())
     }
 
@@ -440,6 +441,8 @@ impl AsyncClient {
             if let Some(client) = cell.get().cloned() {
                 client.close().await;
             }
+            // Off the runtime's workers: the log thread may wait for the GIL.
+            let _ = tokio::task::spawn_blocking(logging::flush_wait).await;
             Ok(())
         })
     }

@@ -85,10 +85,11 @@ impl LeaseCore {
         let task = runtime::handle().spawn(async move {
             inner.lost_signal().await;
             drop(inner);
-            // On a blocking-pool thread: the callback may block (even call
-            // back into fencelock) without stalling the runtime's workers.
+            // On a blocking-pool thread: waiting for the GIL, or a callback
+            // that blocks (even calls back into fencelock), never stalls
+            // the runtime's workers. Not once the interpreter is exiting.
             let _ = tokio::task::spawn_blocking(move || {
-                Python::try_attach(move |py| {
+                crate::interpreter::with_python(move |py| {
                     let Some(lease) = weak.bind(py).upgrade() else {
                         return;
                     };

@@ -8,11 +8,20 @@ mod client;
 mod convert;
 mod errors;
 mod guard;
+mod interpreter;
 mod lease;
 mod logging;
 mod runtime;
 
 use pyo3::prelude::*;
+
+/// `atexit`: deliver the log records already queued, then keep our threads
+/// out of the finalizing interpreter.
+#[pyfunction]
+fn _shutdown(py: Python<'_>) {
+    logging::flush(py);
+    interpreter::shut_down(py);
+}
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -23,7 +32,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::AsyncLease>()?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
-    m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     logging::install(m.py());
     Ok(())
 }

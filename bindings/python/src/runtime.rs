@@ -19,7 +19,6 @@
 use std::cell::OnceCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,6 +26,8 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::{ContextExt, Runtime as GenericRuntime};
 use pyo3_async_runtimes::TaskLocals;
 use tokio::runtime::{Builder, Handle, Runtime};
+
+use crate::interpreter;
 
 static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
 
@@ -72,55 +73,6 @@ pub fn _after_fork_in_child() {
     if let Some(parents) = slot.take() {
         std::mem::forget(parents);
     }
-}
-
-static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
-/// Runtime-thread closures that are (or may be about to be) attached to
-/// Python.
-static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
-
-struct Leave;
-
-impl Drop for Leave {
-    fn drop(&mut self) {
-        IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Run `f` attached to Python from a runtime thread, unless the interpreter
-/// is shutting down. A thread that takes the GIL while the interpreter is
-/// finalizing is killed mid-way (pthread_exit) and crashes the process, so
-/// `_shutdown` (atexit) waits for these to finish before finalization.
-pub fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
-    IN_PYTHON.fetch_add(1, Ordering::SeqCst);
-    let _leave = Leave;
-    if SHUTTING_DOWN.load(Ordering::SeqCst) {
-        return None;
-    }
-    Python::try_attach(f)
-}
-
-/// The same for a closure that attaches by itself (pyo3_async_runtimes).
-fn guarded(f: impl FnOnce()) {
-    IN_PYTHON.fetch_add(1, Ordering::SeqCst);
-    let _leave = Leave;
-    if !SHUTTING_DOWN.load(Ordering::SeqCst) {
-        f();
-    }
-}
-
-/// `atexit`: from now on runtime threads never call into Python; wait (GIL
-/// released, at most 2 s) for those that already do.
-#[pyfunction]
-pub fn _shutdown(py: Python<'_>) {
-    SHUTTING_DOWN.store(true, Ordering::SeqCst);
-    crate::logging::stop();
-    py.detach(|| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while IN_PYTHON.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
 }
 
 /// How long a blocking call sleeps between checks for Ctrl-C.
@@ -177,7 +129,7 @@ impl GenericRuntime for ForkSafeRuntime {
     {
         // pyo3_async_runtimes delivers results from here with
         // `Python::attach`: skip that once the interpreter is going away.
-        handle().spawn_blocking(move || guarded(f))
+        handle().spawn_blocking(move || interpreter::guarded(f))
     }
 }
 
