@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make safety (full) and the `make test` subset (--quick):
-#   tests/safety/run.sh          fuzz the core for FUZZ_SECONDS (default 60),
+#   tests/safety/run.sh          fuzz the core for FUZZ_SECONDS (default 60;
+#                                installs nightly and cargo-fuzz if missing),
 #                                then every scenario (SAFETY_SECONDS each,
 #                                default 20), write docs/safety.md
 #   tests/safety/run.sh --quick  no fuzzing, 5 s per scenario, no docs
@@ -69,10 +70,22 @@ if [ $quick = 1 ]; then
   exit
 fi
 
-# 1. Fuzz the core: cargo-fuzz on nightly if present, else the stable loop.
+# 1. Fuzz the core: libFuzzer through cargo-fuzz on nightly Rust. Both are
+# installed here when missing (nightly by rustup, cargo-fuzz from crates.io
+# into .build/tools), so a fresh machine fuzzes too. SAFETY_FUZZ=stable (or
+# no rustup) runs the stable loop instead.
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 fuzz_summary=""
-# SAFETY_FUZZ=stable forces the stable loop.
+TOOLS=$ROOT/.build/tools
+export PATH="$TOOLS/bin:$PATH"
+if [ "${SAFETY_FUZZ:-}" != stable ] && command -v rustup >/dev/null; then
+  rustup toolchain list | grep -q '^nightly' ||
+    rustup toolchain install nightly --profile minimal
+  command -v cargo-fuzz >/dev/null || {
+    echo "===== installing cargo-fuzz into $TOOLS (once)"
+    cargo install --locked --root "$TOOLS" cargo-fuzz
+  }
+fi
 if [ "${SAFETY_FUZZ:-}" != stable ] &&
    rustup toolchain list 2>/dev/null | grep -q '^nightly' && command -v cargo-fuzz >/dev/null; then
   echo "===== fuzz: cargo +nightly fuzz run lock_sequences (${FUZZ_SECONDS}s)"
