@@ -14,7 +14,11 @@
 //! (d) nothing stays held after the run (checked by the orchestrator on the
 //!     servers: no lock key a TTL after the last worker exited);
 //! (e) fence order: a lease whose acquire started after another lease was
-//!     granted has a larger fence (only where Redis keeps its data).
+//!     granted has a larger fence;
+//! (f) the resource rejects only writes of leases that really were
+//!     superseded: a rejected write's lease must have started its acquire
+//!     before the lease whose write blocked it was granted (otherwise its
+//!     fence should have been the larger one: the resource's view of (e)).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -34,6 +38,7 @@ pub struct Verdict {
     pub c: Vec<String>,
     pub d: Vec<String>,
     pub e: Vec<String>,
+    pub f: Vec<String>,
     /// Tokens found in worker output (histories, stderr logs).
     pub secrets: Vec<String>,
 }
@@ -128,6 +133,25 @@ pub fn check(
             "release_lost" => l.end = Some("lost"),
             "release_error" => l.end = Some("expired"),
             _ => {}
+        }
+    }
+
+    // (f) replay the resource's log: who set the fence a write was
+    // rejected against, and was that lease granted before this one began?
+    let mut blocker: Option<&str> = None;
+    for w in writes {
+        if w.accepted {
+            blocker = Some(&w.lease);
+            continue;
+        }
+        let (Some(k), Some(l)) = (blocker.and_then(|b| leases.get(b)), leases.get(&w.lease)) else {
+            continue;
+        };
+        if k.start < l.t0 {
+            v.f.push(format!(
+                "{} (fence {}) was refused: {} got the larger fence {} before {}'s acquire began",
+                l.worker, l.fence, k.worker, k.fence, l.worker
+            ));
         }
     }
 
@@ -333,6 +357,32 @@ mod tests {
             Vec::new(),
         );
         assert_eq!(v.c.len(), 1);
+    }
+
+    #[test]
+    fn f_a_write_refused_for_an_older_leases_larger_fence_is_found() {
+        // A (fence 7) is granted and writes; B starts acquiring after that,
+        // gets fence 3 (the counter went back), and its write is refused.
+        let mut r = section("A", "l1", 7, 0, 10, 990.0, "released");
+        r.extend(section("B", "l2", 3, 20, 10, 990.0, "released"));
+        let v = run(
+            &r,
+            &[write(7, "l1", true), write(3, "l2", false)],
+            &[],
+            &["A", "B"],
+        );
+        assert_eq!(v.f.len(), 1, "{v:?}");
+        // Superseded: B (fence 8) is granted after A; A's late write is
+        // refused, rightly.
+        let mut r = section("A", "l1", 7, 0, 10, 5.0, "release_lost");
+        r.extend(section("B", "l2", 8, 20, 10, 990.0, "released"));
+        let v = run(
+            &r,
+            &[write(8, "l2", true), write(7, "l1", false)],
+            &[],
+            &["A", "B"],
+        );
+        assert!(v.f.is_empty(), "{v:?}");
     }
 
     #[test]

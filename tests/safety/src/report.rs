@@ -22,7 +22,7 @@ fn verdict(row: &Row) -> &'static str {
 pub fn line(row: &Row) -> String {
     let v = &row.verdict;
     format!(
-        "{:<18} {:>6} CS {:>4} faults  a={} b={} c={} d={} e={} leaks={}  {:.1}s  {}{}",
+        "{:<18} {:>6} CS {:>4} faults  a={} b={} c={} d={} e={} f={} lost={} leaks={}  {:.1}s  {}{}",
         row.spec.name,
         v.critical_sections,
         row.faults,
@@ -31,6 +31,8 @@ pub fn line(row: &Row) -> String {
         v.c.len(),
         v.d.len(),
         v.e.len(),
+        v.f.len(),
+        v.lost,
         v.secrets.len(),
         row.seconds,
         verdict(row),
@@ -43,13 +45,13 @@ pub fn line(row: &Row) -> String {
 
 pub fn table(rows: &[Row]) -> String {
     let mut t = String::from(
-        "| scenario | workers | critical sections | faults injected | writes accepted / rejected | (a) stale write accepted | (b) overlapping valid leases | (c) lease not ended | (d) held after run | (e) fence order | ended: released / lost / expired | result |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+        "| scenario | workers | critical sections | faults injected | writes accepted / rejected | (a) stale write accepted | (b) overlapping valid leases | (c) lease not ended | (d) held after run | (e) fence order | (f) unsuperseded lease refused | ended: released / lost / expired | result |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
     for r in rows {
         let v = &r.verdict;
         t.push_str(&format!(
-            "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} / {} / {} | {}{} |\n",
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {}{} |\n",
             r.spec.name,
             r.langs,
             v.critical_sections,
@@ -72,8 +74,13 @@ pub fn table(rows: &[Row]) -> String {
             v.c.len(),
             v.d.len(),
             cell(v.e.len(), r.spec.e_guaranteed),
+            cell(v.f.len(), r.spec.e_guaranteed),
             v.released,
-            v.lost,
+            if r.spec.renewals_survive {
+                format!("{} (0 promised)", v.lost)
+            } else {
+                v.lost.to_string()
+            },
             v.expired,
             verdict(r),
             r.error
@@ -85,7 +92,7 @@ pub fn table(rows: &[Row]) -> String {
     let total: usize = rows.iter().map(|r| r.verdict.critical_sections).sum();
     let faults: usize = rows.iter().map(|r| r.faults).sum();
     t.push_str(&format!(
-        "| **all** | | **{total}** | **{faults}** | | | | | | | | |\n"
+        "| **all** | | **{total}** | **{faults}** | | | | | | | | | |\n"
     ));
     t
 }
@@ -98,6 +105,7 @@ pub fn print_details(row: &Row) {
         ("(c)", &v.c),
         ("(d)", &v.d),
         ("(e)", &v.e),
+        ("(f)", &v.f),
         ("token leak", &v.secrets),
     ] {
         if list.is_empty() {
@@ -134,6 +142,7 @@ pub fn document(rows: &[Row], cfg: &Config, quick: bool, fuzz: Option<&str>) -> 
             ("(c)", &v.c),
             ("(d)", &v.d),
             ("(e)", &v.e),
+            ("(f)", &v.f),
             ("token leak", &v.secrets),
         ];
         if lists.iter().all(|(_, l)| l.is_empty()) {
@@ -147,14 +156,16 @@ pub fn document(rows: &[Row], cfg: &Config, quick: bool, fuzz: Option<&str>) -> 
         }
         d.push('\n');
     }
-    d.push_str("\n### Scenarios\n\n| scenario | fault | (b) promised | (e) promised |\n| --- | --- | --- | --- |\n");
+    d.push_str("\n### Scenarios\n\n| scenario | fault | (b) promised | (e), (f) promised | no lease lost promised |\n| --- | --- | --- | --- | --- |\n");
+    let yes = |b: bool| if b { "yes" } else { "no" };
     for r in rows {
         d.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} |\n",
             r.spec.name,
             r.spec.what,
-            if r.spec.b_guaranteed { "yes" } else { "no" },
-            if r.spec.e_guaranteed { "yes" } else { "no" }
+            yes(r.spec.b_guaranteed),
+            yes(r.spec.e_guaranteed),
+            yes(r.spec.renewals_survive)
         ));
     }
     if let Some(f) = fuzz {

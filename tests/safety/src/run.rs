@@ -25,6 +25,7 @@ pub enum Topo {
     Single,
     Proxied,
     Redlock5,
+    Redlock3,
     Failover,
 }
 
@@ -40,6 +41,7 @@ pub enum Fault {
     ProxyLatency,
     ProxyDrop,
     RedlockMinority,
+    RollingRestart,
     Failover,
 }
 
@@ -52,8 +54,11 @@ pub struct Spec {
     pub control: bool,
     /// Whether the README promises (b) under this fault.
     pub b_guaranteed: bool,
-    /// Whether fences must increase in real-time order (Redis keeps data).
+    /// Whether fences must increase in real-time order, and the resource
+    /// refuse only superseded leases ((e) and (f)).
     pub e_guaranteed: bool,
+    /// Whether no lease may be lost (auto-renewed leases outlive the fault).
+    pub renewals_survive: bool,
     pub ttl_ms: u64,
     pub work_ms: u64,
     pub think_ms: u64,
@@ -71,6 +76,7 @@ pub fn scenarios() -> Vec<Spec> {
         control: false,
         b_guaranteed: b,
         e_guaranteed: e,
+        renewals_survive: false,
         ttl_ms,
         work_ms: 2,
         think_ms: 0,
@@ -90,9 +96,9 @@ pub fn scenarios() -> Vec<Spec> {
         Spec { auto_renew: true, work_ms: 400, time_share: 0.5,
           ..s("renew-latency", Topo::Proxied, Fault::ProxyLatency, true, true, 300,
           "auto-renewal during 400 ms critical sections with ttl 300 ms through the proxy adding 0-150 ms: renewed validity must count from the send") },
-        Spec { work_ms: 300, think_ms: 100, ..s("restart-immediate", Topo::Single, Fault::RestartImmediate, false, false, 1000,
+        Spec { work_ms: 300, think_ms: 100, ..s("restart-immediate", Topo::Single, Fault::RestartImmediate, false, true, 1000,
           "SIGKILL redis-server and restart it at once, empty (no persistence); 300 ms critical sections") },
-        s("restart-delayed", Topo::Single, Fault::RestartDelayed, true, false, 1000,
+        s("restart-delayed", Topo::Single, Fault::RestartDelayed, true, true, 1000,
           "SIGKILL redis-server, keep it down for the max TTL, restart it empty"),
         s("script-flush", Topo::Single, Fault::ScriptFlush, true, true, 1000,
           "SCRIPT FLUSH every 100-400 ms (EVALSHA gets NOSCRIPT)"),
@@ -106,7 +112,10 @@ pub fn scenarios() -> Vec<Spec> {
           "Redlock over 5 nodes, no faults (the reference for redlock-minority)") },
         s("redlock-minority", Topo::Redlock5, Fault::RedlockMinority, true, false, 3000,
           "Redlock over 5 nodes: 2 nodes SIGSTOPped past the TTL, or killed and restarted empty after the TTL"),
-        s("failover", Topo::Failover, Fault::Failover, false, false, 1000,
+        Spec { auto_renew: true, work_ms: 2500, think_ms: 50, renewals_survive: true,
+          ..s("rolling-restart", Topo::Redlock3, Fault::RollingRestart, true, true, 300,
+          "Redlock over 3 nodes restarted one at a time, each down for ttl + 300 ms and back empty; auto-renewed 2.5 s critical sections (ttl 300 ms) span two restarts and must all survive") },
+        s("failover", Topo::Failover, Fault::Failover, false, true, 1000,
           "primary + replica behind the proxy: the replica is detached (lags), the primary grants the lock to a new holder the replica never hears of, is SIGKILLed, and the replica is promoted"),
         Spec { control: true, time_share: 0.5, work_ms: 5,
           ..s("control-pause", Topo::Single, Fault::PauseHolder, true, true, 500,
@@ -169,6 +178,8 @@ struct Ctx<'a> {
     servers: Vec<RedisServer>,
     /// Failover: index of the current primary in `servers`.
     primary: usize,
+    /// Rolling restart: the node to restart next.
+    next_restart: usize,
     proxy: Option<Proxy>,
     client_urls: Vec<String>,
     resource_port: u16,
@@ -398,6 +409,17 @@ impl Ctx<'_> {
                     self.servers[b].restart(None).await?;
                 }
             }
+            Fault::RollingRestart => {
+                // Time for renewals (every ttl/3) to put the key back on the
+                // node restarted last before the next one goes down.
+                sleep_ms(self.rng.range(ttl, ttl + 500)).await;
+                let node = self.next_restart;
+                self.next_restart = (node + 1) % self.servers.len();
+                self.servers[node].kill_now(Signal::SIGKILL);
+                self.faults += 1;
+                sleep_ms(ttl + 300).await;
+                self.servers[node].restart(None).await?;
+            }
             Fault::Failover => {
                 sleep_ms(self.rng.range(800, 1500)).await;
                 let (p, r) = (self.primary, 1 - self.primary);
@@ -555,7 +577,8 @@ pub async fn run_scenario(spec: &Spec, cfg: &Config, index: u64) -> Row {
         } else {
             v.a.is_empty()
                 && (v.b.is_empty() || !spec.b_guaranteed)
-                && (v.e.is_empty() || !spec.e_guaranteed)
+                && ((v.e.is_empty() && v.f.is_empty()) || !spec.e_guaranteed)
+                && (v.lost == 0 || !spec.renewals_survive)
         };
     row.seconds = (mono_ns() - t_start) as f64 / 1e9;
     row
@@ -588,8 +611,9 @@ async fn run_inner(
             client_urls = vec![p.url()];
             proxy = Some(p);
         }
-        Topo::Redlock5 => {
-            for i in 0..5 {
+        Topo::Redlock5 | Topo::Redlock3 => {
+            let n = if spec.topo == Topo::Redlock5 { 5 } else { 3 };
+            for i in 0..n {
                 servers.push(RedisServer::start(&dir, &format!("node{i}"), None).await?);
             }
             client_urls = servers.iter().map(RedisServer::url).collect();
@@ -616,6 +640,7 @@ async fn run_inner(
         lock_key,
         servers,
         primary: 0,
+        next_restart: 0,
         proxy,
         client_urls,
         resource_port: resource.port,
