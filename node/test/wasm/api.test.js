@@ -335,10 +335,11 @@ describe('a private server: bad inputs write nothing; unknown outcomes and serve
     const dead = new Redis(gone.url, { maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true })
     await dead.connect()
     const c = Client.fromRedis(dead, { responseTimeout: 500 })
-    await gone.stop()
+    await gone.kill() // the port stays ours: nothing else can answer there
     await assert.rejects(within(3_000, c.acquire('down', { ttl: 1_000, wait: 0 })), RedisError)
     await c.close()
     dead.disconnect()
+    await gone.stop()
   })
 })
 
