@@ -18,6 +18,7 @@ mod report;
 mod resource;
 mod resp;
 mod run;
+mod topology;
 mod worker;
 
 use std::path::PathBuf;

@@ -20,12 +20,35 @@ pub struct RedisServer {
     child: Option<Child>,
     /// `Some(port)`: started as a replica of that port.
     replica_of: Option<u16>,
+    /// Extra `redis-server` arguments (cluster mode, Sentinel), kept for
+    /// restarts.
+    extra: Vec<String>,
+    /// A config file to start with (Sentinels need one they can rewrite).
+    conf: Option<PathBuf>,
+}
+
+/// How to start a server of a topology (ports from `ci/ports.sh` cover a
+/// cluster node's bus port, port + 10000, too).
+#[derive(Clone, Debug, Default)]
+pub struct Flavor {
+    pub extra: Vec<String>,
+    pub conf: Option<PathBuf>,
 }
 
 impl RedisServer {
     /// Start a fresh server on a port of its own from `ci/ports.sh` (kept
     /// across restarts, released on drop).
     pub async fn start(dir: &Path, name: &str, replica_of: Option<u16>) -> Result<Self, String> {
+        Self::start_flavor(dir, name, replica_of, Flavor::default()).await
+    }
+
+    /// Start with extra arguments / a config file (see [`Flavor`]).
+    pub async fn start_flavor(
+        dir: &Path,
+        name: &str,
+        replica_of: Option<u16>,
+        flavor: Flavor,
+    ) -> Result<Self, String> {
         let mut last = String::new();
         for _ in 0..3 {
             // Only a process outside the allocator can hold a claimed port;
@@ -37,6 +60,8 @@ impl RedisServer {
                 dir: dir.to_owned(),
                 child: None,
                 replica_of,
+                extra: flavor.extra.clone(),
+                conf: flavor.conf.clone(),
             };
             match server.spawn().await {
                 Ok(()) => return Ok(server),
@@ -61,6 +86,9 @@ impl RedisServer {
     async fn spawn(&mut self) -> Result<(), String> {
         let log = self.dir.join(format!("{}.log", self.name));
         let mut cmd = Command::new("redis-server");
+        if let Some(conf) = &self.conf {
+            cmd.arg(conf);
+        }
         cmd.args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
@@ -75,6 +103,7 @@ impl RedisServer {
         if let Some(primary) = self.replica_of {
             cmd.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
         }
+        cmd.args(&self.extra);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -15,9 +15,11 @@ use crate::checker::{self, Verdict};
 use crate::clock::{mono_ns, sha256_hex};
 use crate::history;
 use crate::proxy::Proxy;
+use crate::redis_server::Flavor;
 use crate::redis_server::RedisServer;
 use crate::resource::Resource;
 use crate::resp;
+use crate::topology;
 use crate::worker::WorkerArgs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +29,10 @@ pub enum Topo {
     Redlock5,
     Redlock3,
     Failover,
+    /// Primary + replica watched by 3 Sentinels; clients connect through them.
+    Sentinel,
+    /// 3 primaries + 3 replicas; clients get all nodes as seeds.
+    Cluster,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +49,9 @@ pub enum Fault {
     RedlockMinority,
     RollingRestart,
     Failover,
+    SentinelFailover,
+    ClusterFailover,
+    ClusterReshard,
 }
 
 #[derive(Clone, Debug)]
@@ -65,8 +74,13 @@ pub struct Spec {
     pub auto_renew: bool,
     /// Share of the configured scenario time.
     pub time_share: f64,
+    /// The clients' `replicas=N`.
+    pub replicas: u32,
     pub what: &'static str,
 }
+
+/// The Sentinel-monitored service's name.
+const SERVICE: &str = "fencelock";
 
 pub fn scenarios() -> Vec<Spec> {
     let s = |name, topo, fault, b, e, ttl_ms, what| Spec {
@@ -82,6 +96,7 @@ pub fn scenarios() -> Vec<Spec> {
         think_ms: 0,
         auto_renew: false,
         time_share: 1.0,
+        replicas: 0,
         what,
     };
     vec![
@@ -117,6 +132,14 @@ pub fn scenarios() -> Vec<Spec> {
           "Redlock over 3 nodes restarted one at a time, each down for ttl + 300 ms and back empty; auto-renewed 2.5 s critical sections (ttl 300 ms) span two restarts and must all survive") },
         s("failover", Topo::Failover, Fault::Failover, false, true, 1000,
           "primary + replica behind the proxy: the replica is detached (lags), the primary grants the lock to a new holder the replica never hears of, is SIGKILLed, and the replica is promoted"),
+        Spec { replicas: 1, ..s("failover-replicas", Topo::Failover, Fault::Failover, true, true, 1000,
+          "failover (as above) with replicas=1: a grant counts only once WAIT saw the replica have it, so the lagging replica cannot lose a held lock") },
+        Spec { replicas: 1, ..s("sentinel-failover", Topo::Sentinel, Fault::SentinelFailover, true, true, 1000,
+          "primary + replica + 3 Sentinels, replicas=1: the replica is SIGSTOPped 300 ms, the primary SIGKILLed, the Sentinels promote the replica and the clients follow them") },
+        Spec { replicas: 1, ..s("cluster-failover", Topo::Cluster, Fault::ClusterFailover, true, true, 1000,
+          "3+3 Redis Cluster, replicas=1: the replica of the lock's shard is SIGSTOPped 300 ms, its primary SIGKILLed, the replica takes over the slot") },
+        s("cluster-reshard", Topo::Cluster, Fault::ClusterReshard, true, true, 1000,
+          "3+3 Redis Cluster: the lock's slot is moved to another primary (IMPORTING/MIGRATING, MIGRATE, SETSLOT) every 0.5-1.5 s while workers run"),
         Spec { control: true, time_share: 0.5, work_ms: 5,
           ..s("control-pause", Topo::Single, Fault::PauseHolder, true, true, 500,
           "pause-holder with the resource's fence check DISABLED: must report (a)") },
@@ -189,8 +212,14 @@ struct Ctx<'a> {
     started: Vec<String>,
     spawned: usize,
     faults: usize,
-    /// Failover: locks granted by the primary and lost with it.
-    unreplicated_locks: usize,
+    /// Failover: tokens the primary held (and its replica did not) when it
+    /// died, with the time of death; a lock lost if a worker had acquired
+    /// it by then.
+    unreplicated: Vec<(Vec<u8>, u64)>,
+    /// Cluster: the lock's slot.
+    slot: u16,
+    /// What workers pass as `topology` (`standalone`, `cluster`, `sentinel:<service>`).
+    worker_topology: String,
     /// Tokens read from Redis: none may appear in any worker output.
     tokens: HashSet<Vec<u8>>,
     rng: Rng,
@@ -222,11 +251,25 @@ impl Ctx<'_> {
             resource: self.resource_port,
             history: history.to_owned(),
             stop_file: self.stop_file.clone(),
+            topology: self.worker_topology.clone(),
+            replicas: self.spec.replicas,
         }
     }
 
     fn spawn_worker(&mut self, slot: usize) -> Result<(), String> {
-        let lang = self.cfg.langs[slot % self.cfg.langs.len()].clone();
+        // fencelock/wasm drives the application's own Redis client: no
+        // cluster, Sentinel or replicas option of its own.
+        let plain = matches!(
+            self.spec.topo,
+            Topo::Single | Topo::Proxied | Topo::Redlock5 | Topo::Failover
+        ) && self.spec.replicas == 0;
+        let langs: Vec<&String> = self
+            .cfg
+            .langs
+            .iter()
+            .filter(|l| plain || l.as_str() != "wasm")
+            .collect();
+        let lang = langs[slot % langs.len()].clone();
         self.spawned += 1;
         let id = format!("{lang}-{slot}.{}", self.spawned);
         let history = self.dir.join(format!("{id}.jsonl"));
@@ -443,13 +486,18 @@ impl Ctx<'_> {
                     if let Some(resp::Value::Str(t)) = &on_primary {
                         self.tokens.insert(t.clone());
                     }
-                    if matches!(on_primary, Some(resp::Value::Str(_))) && on_primary != on_replica {
-                        self.unreplicated_locks += 1;
-                        break;
+                    if let Some(resp::Value::Str(t)) = &on_primary {
+                        if on_primary != on_replica {
+                            self.unreplicated.push((t.clone(), 0));
+                            break;
+                        }
                     }
                     sleep_ms(2).await;
                 }
                 self.servers[p].kill_now(Signal::SIGKILL);
+                if let Some((_, died)) = self.unreplicated.last_mut().filter(|(_, d)| *d == 0) {
+                    *died = mono_ns();
+                }
                 let proxy = self.proxy.as_ref().expect("failover uses the proxy");
                 proxy.set_upstream(self.servers[r].port);
                 proxy.drop_all();
@@ -459,8 +507,85 @@ impl Ctx<'_> {
                 self.servers[p].restart(Some(new_primary)).await?;
                 self.servers[p].wait_replica_synced().await?;
             }
+            Fault::SentinelFailover => {
+                sleep_ms(self.rng.range(800, 1500)).await;
+                let (p, r) = (self.primary, 1 - self.primary);
+                // Replication stalls (the replica is stopped, shorter than the
+                // Sentinels' down-after), then the primary dies with whatever
+                // it granted meanwhile; with replicas=1 those grants failed.
+                self.servers[r].signal(Signal::SIGSTOP);
+                sleep_ms(300).await;
+                self.servers[p].kill_now(Signal::SIGKILL);
+                self.servers[r].signal(Signal::SIGCONT);
+                self.faults += 1;
+                let want = self.servers[r].port;
+                let sentinel = self.servers[2].port;
+                let deadline = mono_ns() + 20_000_000_000;
+                while topology::sentinel_primary(sentinel, SERVICE).await != Some(want) {
+                    if mono_ns() > deadline {
+                        return Err("the Sentinels did not promote the replica".into());
+                    }
+                    sleep_ms(50).await;
+                }
+                self.primary = r;
+                self.servers[p].restart(Some(want)).await?;
+                self.servers[p].wait_replica_synced().await?;
+            }
+            Fault::ClusterFailover => {
+                sleep_ms(self.rng.range(800, 1500)).await;
+                let view = topology::nodes(self.data_port()).await?;
+                let old = topology::owner(&view, self.slot)
+                    .ok_or("no owner of the slot")?
+                    .clone();
+                let replica = topology::replica_of(&view, &old.id)
+                    .ok_or("the lock's shard has no replica")?
+                    .clone();
+                let (p, r) = (self.index_of(old.port), self.index_of(replica.port));
+                self.servers[r].signal(Signal::SIGSTOP);
+                sleep_ms(300).await;
+                self.servers[p].kill_now(Signal::SIGKILL);
+                self.servers[r].signal(Signal::SIGCONT);
+                self.faults += 1;
+                let live: Vec<u16> = self
+                    .servers
+                    .iter()
+                    .filter(|s| s.is_running())
+                    .map(|s| s.port)
+                    .collect();
+                let new =
+                    topology::wait_new_owner(&live, self.slot, old.port, Duration::from_secs(20))
+                        .await?;
+                self.primary = self.index_of(new);
+                // Back with its nodes.conf, the old primary rejoins as a
+                // replica of the node that took its slots over.
+                self.servers[p].restart(None).await?;
+                self.servers[p].wait_replica_synced().await?;
+            }
+            Fault::ClusterReshard => {
+                sleep_ms(self.rng.range(500, 1500)).await;
+                let view = topology::nodes(self.data_port()).await?;
+                let src = topology::owner(&view, self.slot)
+                    .ok_or("no owner of the slot")?
+                    .clone();
+                let others: Vec<&topology::ClusterNode> = view
+                    .iter()
+                    .filter(|n| n.primary && !n.failed && n.id != src.id)
+                    .collect();
+                let dst = others[self.rng.range(0, others.len() as u64 - 1) as usize].clone();
+                let all: Vec<u16> = self.servers.iter().map(|s| s.port).collect();
+                topology::move_slot(&all, &src, &dst, self.slot).await?;
+                self.primary = self.index_of(dst.port);
+                self.faults += 1;
+            }
         }
         Ok(())
+    }
+
+    fn index_of(&self, port: u16) -> usize {
+        self.servers
+            .iter()
+            .position(|s| s.port == port)
+            .expect("a node of this run")
     }
 
     /// After the nemesis: everything running and unpaused again.
@@ -471,10 +596,13 @@ impl Ctx<'_> {
         if let Some(p) = &self.proxy {
             p.set_latency(0);
         }
-        for s in &mut self.servers {
+        let primary = self.data_port();
+        for (i, s) in self.servers.iter_mut().enumerate() {
             s.signal(Signal::SIGCONT);
             if !s.is_running() {
-                s.restart(None).await?;
+                // A Sentinel group's data node comes back as a replica.
+                let of = (self.spec.topo == Topo::Sentinel && i < 2).then_some(primary);
+                s.restart(of).await?;
             }
         }
         Ok(())
@@ -518,7 +646,9 @@ impl Ctx<'_> {
     async fn final_check(&self) -> Vec<String> {
         let mut findings = Vec::new();
         let ports: Vec<u16> = match self.spec.topo {
-            Topo::Failover => vec![self.data_port()],
+            // Replicas hold copies (a cluster replica answers MOVED): the
+            // primary alone says whether the lock is still held.
+            Topo::Failover | Topo::Sentinel | Topo::Cluster => vec![self.data_port()],
             _ => self.servers.iter().map(|s| s.port).collect(),
         };
         let mut wait_ms = 0i64;
@@ -598,6 +728,9 @@ async fn run_inner(
     let mut servers = Vec::new();
     let mut proxy = None;
     let client_urls;
+    let mut worker_topology = "standalone".to_owned();
+    let mut slot = 0;
+    let mut primary = 0;
     match spec.topo {
         Topo::Single => {
             servers.push(RedisServer::start(&dir, "redis", None).await?);
@@ -627,6 +760,76 @@ async fn run_inner(
             client_urls = vec![p.url()];
             proxy = Some(p);
         }
+        Topo::Sentinel => {
+            servers.push(RedisServer::start(&dir, "a", None).await?);
+            let primary = servers[0].port;
+            servers.push(RedisServer::start(&dir, "b", Some(primary)).await?);
+            servers[1].wait_replica_synced().await?;
+            for i in 1..=3 {
+                let conf = dir.join(format!("sentinel{i}.conf"));
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
+                         sentinel down-after-milliseconds {SERVICE} 1000\n\
+                         sentinel failover-timeout {SERVICE} 4000\n"
+                    ),
+                )
+                .map_err(|e| e.to_string())?;
+                let flavor = Flavor {
+                    extra: vec!["--sentinel".into()],
+                    conf: Some(conf),
+                };
+                servers
+                    .push(RedisServer::start_flavor(&dir, &format!("s{i}"), None, flavor).await?);
+            }
+            // Every Sentinel knows the other two before the nemesis starts.
+            for _ in 0..400 {
+                let mut known = 0;
+                for s in &servers[2..] {
+                    if let Ok(resp::Value::Array(v)) =
+                        resp::cmd_str(s.port, &["SENTINEL", "sentinels", SERVICE]).await
+                    {
+                        known += usize::from(v.len() == 2);
+                    }
+                }
+                if known == 3 {
+                    break;
+                }
+                sleep_ms(50).await;
+            }
+            client_urls = servers[2..].iter().map(RedisServer::url).collect();
+            worker_topology = format!("sentinel:{SERVICE}");
+        }
+        Topo::Cluster => {
+            for i in 0..6 {
+                let flavor = Flavor {
+                    extra: [
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        &format!("nodes-{i}.conf"),
+                        "--cluster-node-timeout",
+                        "1500",
+                    ]
+                    .map(str::to_owned)
+                    .to_vec(),
+                    conf: None,
+                };
+                servers
+                    .push(RedisServer::start_flavor(&dir, &format!("c{i}"), None, flavor).await?);
+            }
+            let ports: Vec<u16> = servers.iter().map(|s| s.port).collect();
+            topology::create_cluster(&ports).await?;
+            slot = topology::keyslot(ports[0], &lock_key).await?;
+            let view = topology::nodes(ports[0]).await?;
+            let owner = topology::owner(&view, slot)
+                .ok_or("no owner of the lock's slot")?
+                .port;
+            primary = ports.iter().position(|&p| p == owner).expect("one of ours");
+            client_urls = servers.iter().map(RedisServer::url).collect();
+            worker_topology = "cluster".to_owned();
+        }
     }
     let resource = Resource::start(!spec.control)
         .await
@@ -639,7 +842,7 @@ async fn run_inner(
         lock,
         lock_key,
         servers,
-        primary: 0,
+        primary,
         next_restart: 0,
         proxy,
         client_urls,
@@ -650,7 +853,9 @@ async fn run_inner(
         started: Vec::new(),
         spawned: 0,
         faults: 0,
-        unreplicated_locks: 0,
+        unreplicated: Vec::new(),
+        slot,
+        worker_topology,
         tokens: HashSet::new(),
         rng: Rng(cfg.seed ^ (index.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1),
         deadline: mono_ns() + (seconds * 1e9) as u64,
@@ -732,5 +937,19 @@ async fn run_inner(
     if let Some(e) = nemesis_error {
         return Err(format!("nemesis: {e}"));
     }
-    Ok((ctx.faults, ctx.unreplicated_locks, verdict))
+    // A lock lost in a failover: a token only the dead primary had, that a
+    // worker had been handed before it died (with replicas=1 such grants
+    // are refused). The same token may be granted again later, by the new
+    // primary (a retry after the unknown outcome): that one was not lost.
+    let lost = ctx
+        .unreplicated
+        .iter()
+        .filter(|(token, died)| {
+            let hash = sha256_hex(token);
+            records.iter().any(|r| {
+                r.ev == "acquired" && r.t < *died && r.lease.as_deref() == Some(hash.as_str())
+            })
+        })
+        .count();
+    Ok((ctx.faults, lost, verdict))
 }

@@ -31,6 +31,10 @@ pub struct WorkerArgs {
     pub history: std::path::PathBuf,
     /// The worker ends its loop once this file exists.
     pub stop_file: std::path::PathBuf,
+    /// `standalone`, `cluster` or `sentinel:<service>`.
+    pub topology: String,
+    /// `replicas=N` of the client.
+    pub replicas: u32,
 }
 
 impl WorkerArgs {
@@ -62,6 +66,10 @@ impl WorkerArgs {
             self.history.display().to_string(),
             "--stop-file".into(),
             self.stop_file.display().to_string(),
+            "--topology".into(),
+            self.topology.clone(),
+            "--replicas".into(),
+            self.replicas.to_string(),
         ]
     }
 
@@ -91,6 +99,8 @@ impl WorkerArgs {
             resource: num("--resource")? as u16,
             history: get("--history")?.into(),
             stop_file: get("--stop-file")?.into(),
+            topology: get("--topology")?,
+            replicas: num("--replicas")? as u32,
         })
     }
 }
@@ -144,9 +154,15 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         ..Default::default()
     });
     let deadline = mono_ns() + (args.seconds * 1e9) as u64;
+    let (topology, service) = match args.topology.split_once(':') {
+        Some((topology, service)) => (topology, Some(service)),
+        None => (args.topology.as_str(), None),
+    };
     let options = ClientOptions {
         connect_timeout: Duration::from_millis(500),
         response_timeout: Duration::from_millis(1000),
+        topology: fencelock::Topology::parse(Some(topology), service).map_err(|e| e.to_string())?,
+        replicas: args.replicas,
         ..ClientOptions::default()
     };
     // Connecting may fail while the nemesis has Redis down: retry, bounded.

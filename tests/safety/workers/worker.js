@@ -40,9 +40,12 @@ async function main () {
   let client
   for (;;) {
     try {
+      const [kind, service] = a.topology.split(':')
       client = await connect(urls.length === 1 ? urls[0] : urls, {
         connectTimeout: 500,
-        responseTimeout: 1000
+        responseTimeout: 1000,
+        ...(Number(a.replicas) > 0 ? { replicas: Number(a.replicas) } : {}),
+        ...(kind === 'standalone' ? {} : { topology: kind, service })
       })
       break
     } catch (err) {

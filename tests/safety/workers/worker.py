@@ -19,9 +19,9 @@ import fencelock
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    for flag in ("--id", "--urls", "--lock", "--history", "--stop-file"):
+    for flag in ("--id", "--urls", "--lock", "--history", "--stop-file", "--topology"):
         p.add_argument(flag, required=True)
-    for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--auto-renew", "--iterations", "--resource"):
+    for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--auto-renew", "--iterations", "--resource", "--replicas"):
         p.add_argument(flag, required=True, type=int)
     p.add_argument("--seconds", required=True, type=float)
     a = p.parse_args()
@@ -37,9 +37,13 @@ def main() -> None:
     deadline = time.monotonic_ns() + int(a.seconds * 1e9)
     urls = a.urls.split(",")
     url = urls[0] if len(urls) == 1 else urls
+    kind, _, service = a.topology.partition(":")
+    topology = {} if kind == "standalone" else {"topology": kind, "service": service or None}
     while True:
         try:
-            client = fencelock.Client(url, connect_timeout=0.5, response_timeout=1.0)
+            client = fencelock.Client(
+                url, connect_timeout=0.5, response_timeout=1.0, replicas=a.replicas, **topology
+            )
             break
         except fencelock.RedisError:
             if time.monotonic_ns() >= deadline:
