@@ -150,9 +150,8 @@ pub async fn move_slot(
             b"KEYS",
         ];
         args.extend(keys.iter().filter_map(Value::as_bytes));
-        match resp::cmd(src.port, &args).await? {
-            Value::Err(e) => return Err(format!("MIGRATE: {e}")),
-            _ => {}
+        if let Value::Err(e) = resp::cmd(src.port, &args).await? {
+            return Err(format!("MIGRATE: {e}"));
         }
     }
     // The new owner first, then the old one, then everyone else.
