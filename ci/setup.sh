@@ -5,10 +5,11 @@
 set -euo pipefail
 
 # redis-server/redis-tools: the test servers and redis-cli for health checks.
+# openssl: ci/tls.sh makes the TLS suites' CA and certificates.
 # rustc-web, cargo-web, rust-web-src, lld: Debian's Rust with std sources and
 # wasm-ld, used only by ci/test-wasm.sh because rustup cannot add the
 # wasm32-unknown-unknown target on this machine.
-packages=(redis-server redis-tools rustc-web cargo-web rust-web-src lld)
+packages=(redis-server redis-tools openssl rustc-web cargo-web rust-web-src lld)
 
 missing=()
 for p in "${packages[@]}"; do

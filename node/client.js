@@ -32,6 +32,16 @@ function signalOf(options) {
   return signal
 }
 
+// A string with a lone surrogate has no UTF-8 form: converting it would
+// turn the surrogate into U+FFFD, so two different names would be one lock.
+function checkName(name) {
+  if (typeof name === 'string' && !name.isWellFormed()) {
+    const e = new RangeError('name must be a well-formed string (it contains a lone UTF-16 surrogate)')
+    e.code = 'ERR_INVALID_ARG_VALUE'
+    throw e
+  }
+}
+
 // ------------------------------------------------------------------ lease
 
 /** A held lock. Its token never appears in inspect, toString or JSON. */
@@ -40,10 +50,11 @@ class Lease {
   #name
   #controller = null
 
-  constructor(key, handle) {
+  constructor(key, handle, name) {
     if (key !== kCreate) throw new TypeError('Lease objects come from Client#acquire()')
     this.#native = handle
-    this.#name = handle.name
+    // The string exactly as passed (a Buffer comes back as the backend's copy).
+    this.#name = typeof name === 'string' ? name : handle.name
   }
 
   /** The lock name, as given to acquire (string or Buffer). */
@@ -158,6 +169,7 @@ class Client {
   }
 
   async #acquire(method, name, options) {
+    checkName(name)
     const signal = signalOf(options)
     signal?.throwIfAborted()
     // Abort -> backend cancel -> the driver gives up the acquire and sends a
@@ -181,7 +193,7 @@ class Client {
       await handle.release().catch(() => {})
       throw signal.reason
     }
-    return new Lease(kCreate, handle)
+    return new Lease(kCreate, handle, name)
   }
 
   /**

@@ -33,6 +33,26 @@ export interface ConnectOptions {
    * after its last acquire or extend.
    */
   fenceGrace?: number
+  /** TLS for `rediss://` URLs (default: verify against the system trust store). */
+  tls?: TlsOptions
+}
+
+/**
+ * TLS settings. PEM values are the PEM text (a string or Buffer) or, for a
+ * string without `-----BEGIN`, the path of a PEM file.
+ */
+export interface TlsOptions {
+  /** Trust only this CA bundle instead of the system store (a private CA). */
+  ca?: string | Buffer
+  /** Client certificate chain for mutual TLS (needs `key`). */
+  cert?: string | Buffer
+  /** The client certificate's private key. */
+  key?: string | Buffer
+  /**
+   * DANGER: accept any server certificate for any name (logs a warning).
+   * Throwaway test servers only; also what a `#insecure` URL needs.
+   */
+  dangerouslySkipVerification?: boolean
 }
 
 /** Options of {@link Client.acquire}, {@link Client.tryAcquire} and {@link Client.withLock}. */

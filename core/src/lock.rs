@@ -450,6 +450,12 @@ impl Lock {
     pub fn is_lost(&self) -> bool {
         self.lost
     }
+    /// An acquire failure already decided but not yet reported:
+    /// `Event::AcquireFailed` waits for the compensating releases, while a
+    /// driver may tell its caller at once (and keep driving them).
+    pub fn acquire_failure(&self) -> Option<&Error> {
+        self.failure.as_ref()
+    }
 
     // ---- acquiring ---------------------------------------------------------
 

@@ -5,12 +5,15 @@ Use the re-exports in ``fencelock``; ``Client``/``AsyncClient`` there add
 """
 
 import asyncio
+import os
 from typing import Callable, List, Literal, Optional, Tuple, Union, final
 
 __version__: str
 
 _Name = Union[str, bytes, bytearray]
 _Urls = Union[str, List[str], Tuple[str, ...]]
+# PEM text (str or bytes) or a path to a PEM file.
+_Pem = Union[str, bytes, "os.PathLike[str]"]
 
 class Lease:
     """A held lock (blocking API)."""
@@ -80,6 +83,10 @@ class Client:
         service: Optional[str] = None,
         replicas: Optional[int] = None,
         fence_grace: Optional[float] = None,
+        tls_ca: Optional[_Pem] = None,
+        tls_cert: Optional[_Pem] = None,
+        tls_key: Optional[_Pem] = None,
+        tls_dangerously_skip_verification: bool = False,
     ) -> None: ...
     def acquire(
         self,
@@ -112,6 +119,10 @@ class AsyncClient:
         service: Optional[str] = None,
         replicas: Optional[int] = None,
         fence_grace: Optional[float] = None,
+        tls_ca: Optional[_Pem] = None,
+        tls_cert: Optional[_Pem] = None,
+        tls_key: Optional[_Pem] = None,
+        tls_dangerously_skip_verification: bool = False,
     ) -> None: ...
     def _acquire(
         self,

@@ -16,6 +16,7 @@ use crate::driver::{self, Job};
 use crate::lease::Lease;
 use crate::notify::Notifier;
 use crate::queue::NameQueues;
+use crate::tls::Tls;
 use crate::{ClientOptions, IntoUrls, LockOptions};
 
 /// What every lease actor of a client shares.
@@ -30,6 +31,9 @@ pub(crate) struct Connections {
     /// A release's notification was refused (`Event::NotPublished`) and
     /// logged: said once per client, not once per release.
     pub not_published_logged: AtomicBool,
+    /// Every lease actor, so `close` can wait for those still finishing a
+    /// release (a failed or cancelled acquire's compensation).
+    pub actors: tokio_util::task::TaskTracker,
 }
 
 /// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
@@ -92,7 +96,10 @@ impl Client {
                 "connect_timeout and response_timeout must be positive",
             ));
         }
-        let parsed = crate::url::parse_all(&urls.into_urls())?;
+        let urls = urls.into_urls();
+        let tls = Tls::load(&options.tls, &urls)?;
+        let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
+        let parsed = crate::url::parse_all(&urls)?;
         if parsed.iter().any(|u| u.tls) {
             ensure_crypto_provider();
         }
@@ -101,7 +108,8 @@ impl Client {
         // Make sure the clock's epoch predates every lock.
         let _ = driver::epoch();
         if options.topology != crate::Topology::Standalone {
-            let (node, notifier) = crate::topology::connect(&parsed, &options, &handle).await?;
+            let (node, notifier) =
+                crate::topology::connect(&parsed, &options, &tls, &handle).await?;
             let labels = vec![node.label().to_owned()];
             return Ok(Self::assemble(
                 vec![node],
@@ -114,9 +122,18 @@ impl Client {
             ));
         }
 
-        let attempts = parsed
+        let clients = parsed
             .iter()
-            .map(|url| Node::connect(url, options.connect_timeout, options.response_timeout));
+            .map(|url| crate::connection::open(url, false, &tls))
+            .collect::<Result<Vec<_>, _>>()?;
+        let attempts = parsed.iter().zip(clients).map(|(url, client)| {
+            Node::connect(
+                url,
+                client,
+                options.connect_timeout,
+                options.response_timeout,
+            )
+        });
         let results = futures_util::future::join_all(attempts).await;
         let total = results.len();
         let quorum = total / 2 + 1;
@@ -148,7 +165,7 @@ impl Client {
             });
         }
         let config = manager_config(options.connect_timeout, options.response_timeout);
-        let notifier = Arc::new(Notifier::new(&parsed, &config, &handle)?);
+        let notifier = Arc::new(Notifier::new(&parsed, &config, &tls, &handle)?);
         let labels: Vec<String> = parsed.iter().map(|u| u.redacted.clone()).collect();
         Ok(Self::assemble(
             nodes,
@@ -179,6 +196,7 @@ impl Client {
                     closed: watch::Sender::new(false),
                     replicas: (options.replicas, options.response_timeout / 2),
                     not_published_logged: AtomicBool::new(false),
+                    actors: tokio_util::task::TaskTracker::new(),
                 }))),
                 keyspace,
                 fence_grace,
@@ -210,25 +228,25 @@ impl Client {
 
     /// Acquire `name`, waiting as `options` allow: `NotAcquired` when the wait
     /// runs out. Dropping the future leaves no lock behind.
-    pub async fn acquire(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: &LockOptions,
-    ) -> Result<Lease, Error> {
-        self.start(name.as_ref(), options, options.wait)?.await
+    ///
+    /// The call itself (before the future is awaited) validates the
+    /// arguments and takes the acquire's place in this client's local line
+    /// for the name, so waiters are served in the order `acquire` was called.
+    pub fn acquire(&self, name: impl AsRef<[u8]>, options: &LockOptions) -> Acquire {
+        Acquire {
+            state: self
+                .start(name.as_ref(), options, options.wait)
+                .map_err(Some),
+        }
     }
 
     /// One attempt: `Ok(None)` if someone else holds the lock.
-    pub async fn try_acquire(
-        &self,
-        name: impl AsRef<[u8]>,
-        options: &LockOptions,
-    ) -> Result<Option<Lease>, Error> {
-        match self.start(name.as_ref(), options, Wait::TRY_ONCE)?.await {
-            Ok(lease) => Ok(Some(lease)),
-            Err(Error::NotAcquired { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+    pub fn try_acquire(&self, name: impl AsRef<[u8]>, options: &LockOptions) -> TryAcquire {
+        TryAcquire(Acquire {
+            state: self
+                .start(name.as_ref(), options, Wait::TRY_ONCE)
+                .map_err(Some),
+        })
     }
 
     /// Validate everything, then hand the work to a new lease actor; the
@@ -263,24 +281,37 @@ impl Client {
         };
         let (reply, rx) = oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
-        self.inner.handle.spawn(driver::run(Job {
-            conns,
-            queues: Arc::clone(&self.inner.queues),
-            config,
-            started,
-            reply,
-            cancelled: Arc::clone(&cancelled),
-        }));
+        // In line now, in call order, before anything is spawned or awaited.
+        let place = Arc::new(std::sync::Mutex::new(Some(
+            self.inner
+                .queues
+                .slot(config.name.as_bytes())
+                .line_up(&cancelled),
+        )));
+        let actors = conns.actors.clone();
+        actors.spawn_on(
+            driver::run(Job {
+                conns,
+                place: Arc::clone(&place),
+                config,
+                started,
+                reply,
+            }),
+            &self.inner.handle,
+        );
         Ok(Acquiring {
             rx,
             cancelled,
+            place,
             answered: false,
         })
     }
 
     /// Close the connections. Auto-renewal stops and leases still held
     /// expire by their TTL; pending acquires fail with a `Redis` error.
-    /// Idempotent.
+    /// Returns once every compensating release (of a failed, cancelled or
+    /// pending acquire) is answered or timed out, so nothing the client may
+    /// hold is left behind unless Redis is unreachable. Idempotent.
     pub async fn close(&self) {
         let conns = self
             .inner
@@ -290,6 +321,8 @@ impl Client {
             .take();
         if let Some(conns) = conns {
             conns.closed.send_replace(true);
+            conns.actors.close();
+            conns.actors.wait().await;
             tracing::debug!("fencelock client closed");
         }
     }
@@ -310,11 +343,66 @@ fn redis_message(e: &Error) -> String {
     }
 }
 
+/// An acquire in progress (see [`Client::acquire`]): resolves to the lease.
+/// Dropping it cancels; the driver then leaves no lock behind.
+#[must_use = "an acquire is cancelled when dropped"]
+pub struct Acquire {
+    /// `Err` if the arguments were refused (taken when polled).
+    state: Result<Acquiring, Option<Error>>,
+}
+
+impl fmt::Debug for Acquire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Acquire")
+    }
+}
+
+impl std::future::Future for Acquire {
+    type Output = Result<Lease, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match &mut self.state {
+            Ok(acquiring) => std::pin::Pin::new(acquiring).poll(cx),
+            Err(e) => std::task::Poll::Ready(Err(e
+                .take()
+                .unwrap_or_else(|| Error::invalid("acquire polled after it finished")))),
+        }
+    }
+}
+
+/// A [`Client::try_acquire`] in progress: `None` if someone else holds the lock.
+#[must_use = "an acquire is cancelled when dropped"]
+pub struct TryAcquire(Acquire);
+
+impl fmt::Debug for TryAcquire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TryAcquire")
+    }
+}
+
+impl std::future::Future for TryAcquire {
+    type Output = Result<Option<Lease>, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| match r {
+            Ok(lease) => Ok(Some(lease)),
+            Err(Error::NotAcquired { .. }) => Ok(None),
+            Err(e) => Err(e),
+        })
+    }
+}
+
 /// The caller's side of an acquire.
 struct Acquiring {
     rx: oneshot::Receiver<Result<Lease, Error>>,
     /// Shared with the actor and, through its turn, with the local queue.
     cancelled: Arc<AtomicBool>,
+    /// Our place in line until the actor takes it.
+    place: crate::queue::SharedPlace,
     answered: bool,
 }
 
@@ -326,6 +414,8 @@ impl Drop for Acquiring {
     fn drop(&mut self) {
         if !self.answered {
             self.cancelled.store(true, Ordering::Release);
+            // Not started yet: leave the line now, not when the task runs.
+            drop(self.place.lock().unwrap_or_else(|e| e.into_inner()).take());
         }
     }
 }

@@ -1,14 +1,17 @@
-//! One multiplexed, self-reconnecting connection per node, shared by every
-//! lease of a client; runs the core's [`Command`]s as `EVALSHA` and reloads
-//! scripts transparently on `NOSCRIPT`.
+//! One node of a client (or a whole cluster, or the primary Sentinels point
+//! at): runs the core's [`Command`]s as `EVALSHA`, reloads scripts
+//! transparently on `NOSCRIPT`, and, on a single node's [`Link`], retries a
+//! command that provably never reached the server on a fresh connection.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock_core::{Command, Error, Reply, Script};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::{RedisError, Value};
 
+use crate::link::Link;
+use crate::tls::Tls;
 use crate::topology::Conn;
 use crate::url::{scrub, NodeUrl};
 
@@ -19,6 +22,9 @@ pub(crate) struct Node {
     conn: Conn,
     label: Arc<str>,
     password: Option<Arc<str>>,
+    /// The bound on re-connecting for a release, extend or fence write-back
+    /// (acquires use their wait).
+    response_timeout: Duration,
 }
 
 impl std::fmt::Debug for Node {
@@ -27,10 +33,9 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// The settings every connection of a client shares. Reconnection: one
-/// attempt per use, bounded by the connect timeout (no retry storm behind a
-/// command; the core decides about retries), and redis-rs reconnects in the
-/// background after any connection-level failure.
+/// The settings of the pub/sub connections (`notify.rs`): one attempt per
+/// use, bounded by the connect timeout; redis-rs reconnects them in the
+/// background after any connection-level failure and resubscribes.
 pub(crate) fn manager_config(
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -46,56 +51,59 @@ pub(crate) fn manager_config(
 /// How connecting to one node went.
 pub(crate) enum Connected {
     Up(Node),
-    /// Unreachable right now; the node reconnects lazily on use.
+    /// Unreachable right now; the node connects again on use.
     Down(Node, Error),
+}
+
+/// Waits between attempts to reach a node that refused or dropped the
+/// connection: short at first (a restarted server is back within
+/// milliseconds of listening), never longer than `MAX_BACKOFF`.
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The redis-rs client for one node: RESP3 unless the URL chose a protocol
+/// (on RESP3 a connection reports its own death, see `link.rs`; the pub/sub
+/// side needs it anyway, `force_resp3`).
+pub(crate) fn open(url: &NodeUrl, force_resp3: bool, tls: &Tls) -> Result<redis::Client, Error> {
+    let info = if url.protocol_given && !force_resp3 {
+        url.info.clone()
+    } else {
+        let settings = url
+            .info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
+        url.info.clone().set_redis_settings(settings)
+    };
+    tls.client(info, &url.redacted)
 }
 
 impl Node {
     /// Connect and wait for the first connection (AUTH, SELECT included),
     /// giving up after `connect_timeout`. Bad credentials are a hard error;
-    /// an unreachable server comes back as `Down` with a lazily reconnecting
-    /// node so the caller can decide whether a minority of down nodes is
+    /// an unreachable server comes back as `Down` with a node that connects
+    /// on use, so the caller can decide whether a minority of down nodes is
     /// acceptable (Redlock).
     pub(crate) async fn connect(
         url: &NodeUrl,
+        client: redis::Client,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Connected, Error> {
         let label: Arc<str> = url.redacted.as_str().into();
         let password: Option<Arc<str>> = url.password.as_deref().map(Into::into);
-        // RESP3 unless the URL says otherwise: on RESP3 redis-rs's connection
-        // reports its own death (EOF, reset) to the ConnectionManager, which
-        // reconnects at once, so a command sent after a CLIENT KILL (or a
-        // server timeout) goes to a fresh connection instead of failing on the
-        // dead one. On RESP2 the manager only learns of it from the next
-        // command's failure. (The pub/sub side needs RESP3 anyway.)
-        let info = if url.protocol_given {
-            url.info.clone()
-        } else {
-            let settings = url
-                .info
-                .redis_settings()
-                .clone()
-                .set_protocol(redis::ProtocolVersion::RESP3);
-            url.info.clone().set_redis_settings(settings)
+        let resp3 = client.get_connection_info().redis_settings().protocol()
+            == redis::ProtocolVersion::RESP3;
+        let link = Arc::new(Link::new(client, connect_timeout, response_timeout, resp3));
+        let node = Node {
+            conn: Conn::Single(Arc::clone(&link)),
+            label,
+            password,
+            response_timeout,
         };
-        let client = redis::Client::open(info).map_err(|e| {
-            Error::invalid(format!(
-                "invalid Redis URL {:?}: {}",
-                url.redacted,
-                e.category()
-            ))
-        })?;
-        let config = manager_config(connect_timeout, response_timeout);
-        // redis-rs bounds each phase by the connect timeout; the outer bound
-        // makes sure DNS + TCP + TLS + AUTH together cannot hang either.
-        let attempt = tokio::time::timeout(
-            connect_timeout + Duration::from_millis(50),
-            ConnectionManager::new_with_config(client.clone(), config.clone()),
-        )
-        .await;
-        let err = match attempt {
-            Ok(Ok(mut conn)) => {
+        let err = match link.connection(connect_timeout).await {
+            Ok(live) => {
+                let mut conn = live.conn.clone();
                 // redis-rs tolerates a failed handshake when no password was
                 // given; one PING tells "needs AUTH" (or an ACL problem) now
                 // instead of at the first lock.
@@ -112,42 +120,67 @@ impl Node {
                         }
                         if let Err(e) = conn.send_packed_commands(&load, 0, Script::ALL.len()).await
                         {
-                            tracing::debug!(node = %label, error = %e.category(), "SCRIPT LOAD at connect failed; scripts load on first use");
+                            tracing::debug!(node = %node.label, error = %e.category(), "SCRIPT LOAD at connect failed; scripts load on first use");
                         }
-                        return Ok(Connected::Up(Node {
-                            conn: Conn::Single(conn),
-                            label,
-                            password,
-                        }));
+                        node.check_eviction_policy(&mut conn).await;
+                        return Ok(Connected::Up(node));
                     }
                 }
             }
-            Ok(Err(e)) => e,
-            Err(_) => RedisError::from((redis::ErrorKind::Io, "connect timed out")),
+            Err(e) => e,
         };
-        let message = describe_error(&label, password.as_deref(), &err);
-        let error = Error::redis(None, message);
+        let error = Error::redis(None, node.describe(&err));
         if is_fatal_connect_error(&err) {
             return Err(error);
         }
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| Error::redis(None, describe_error(&label, password.as_deref(), &e)))?;
-        Ok(Connected::Down(
-            Node {
-                conn: Conn::Single(conn),
-                label,
-                password,
+        Ok(Connected::Down(node, error))
+    }
+
+    /// Warn when the server may evict our keys: a lock key evicted while
+    /// held lets a second holder in, and an evicted fence key restarts the
+    /// counter's stored value. Only `noeviction` (the default) keeps them.
+    /// Best effort: an ACL user without `CONFIG` is not told (a debug line).
+    async fn check_eviction_policy(&self, conn: &mut redis::aio::MultiplexedConnection) {
+        let mut get = redis::cmd("CONFIG");
+        get.arg("GET").arg("maxmemory-policy");
+        let policy = match conn.send_packed_command(&get).await {
+            Ok(Value::Array(items)) if items.len() == 2 => match &items[1] {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                _ => return,
             },
-            error,
-        ))
+            Ok(Value::Map(pairs)) if pairs.len() == 1 => match &pairs[0].1 {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                _ => return,
+            },
+            other => {
+                tracing::debug!(node = %self.label, reply = ?other.map(|_| ()), "CONFIG GET maxmemory-policy not permitted; eviction policy not checked");
+                return;
+            }
+        };
+        if let Some(risk) = eviction_risk(&policy) {
+            tracing::warn!(
+                node = %self.label,
+                policy = %policy,
+                "Redis maxmemory-policy {policy} can evict {risk} when memory runs out: a lock \
+                 could then be taken twice and fences repeat; use maxmemory-policy noeviction"
+            );
+        }
     }
 
     /// A node of another topology (see `topology.rs`).
-    pub(crate) fn from_conn(conn: Conn, label: &str, password: Option<&str>) -> Node {
+    pub(crate) fn from_conn(
+        conn: Conn,
+        label: &str,
+        password: Option<&str>,
+        response_timeout: Duration,
+    ) -> Node {
         Node {
             conn,
             label: label.into(),
             password: password.map(Into::into),
+            response_timeout,
         }
     }
 
@@ -157,47 +190,106 @@ impl Node {
 
     /// Run one core command. Every call yields exactly one reply: server
     /// errors as `Reply::Error`, anything that leaves the outcome open (IO
-    /// error, timeout, reconnect failure) as `Reply::Unknown`.
+    /// error or timeout after the command was handed to a connection) as
+    /// `Reply::Unknown`, never resent.
     ///
-    /// A command that failed because its connection was closed (CLIENT KILL,
-    /// a server-side timeout, a proxy cutting it: EOF, reset, broken pipe) is
-    /// retried ONCE on the fresh connection redis-rs opens at once; timeouts
-    /// and refused connections are not retried. The first try either never
-    /// reached Redis (the dead connection was noticed before the send) or ran
-    /// and lost its reply; a retry is safe for every script because each is
-    /// idempotent for its owner:
-    /// - acquire re-grants a key that already holds our token (new fence,
-    ///   TTL from the retry: later, i.e. conservative);
-    /// - extend resets the TTL again; raise-fence is set-if-greater;
-    /// - release: a second delete finds nothing, so its `0` ("not ours")
-    ///   cannot tell "someone else's" from "our first try deleted it": the
-    ///   outcome stays `Unknown` (the core reports a Redis error), only a
-    ///   `1` is a definite answer.
-    ///
-    /// Even if the first try were still to run after the retry (its bytes
-    /// were in the server's buffer when the socket closed), each order is
-    /// safe: the scripts compare our token and fences only grow.
-    pub(crate) async fn run(&self, command: &Command) -> Reply {
-        let first = match self.run_once(command).await {
-            Err(e) if retry_on_fresh_connection(&e) => e,
-            other => return self.to_reply(command, other),
+    /// A command that provably never reached the server — no connection
+    /// could be made (refused, reset, timed out), or the last one is known
+    /// dead (the server closed it: restart, CLIENT KILL) — goes out on a
+    /// fresh connection, retried with a short backoff until `retry_until`
+    /// (`None`: no bound; at least one fresh attempt is always made). If the
+    /// node stays unreachable it is `Reply::Error`: a definite "not run",
+    /// so the core has nothing to compensate.
+    /// `give_up` (the caller cancelled, the client closed) ends the retries
+    /// early, as an error: nothing was sent.
+    pub(crate) async fn run(
+        &self,
+        command: &Command,
+        retry_until: Option<tokio::time::Instant>,
+        mut give_up: tokio::sync::watch::Receiver<bool>,
+    ) -> Reply {
+        let link = match &self.conn {
+            Conn::Single(link) => link,
+            // Cluster and Sentinel connections find and replace their
+            // servers themselves.
+            other => {
+                let result = self.run_once(other.clone(), command).await;
+                return self.to_reply(command, result);
+            }
         };
-        tracing::debug!(
-            node = %self.label,
-            script = ?command.script,
-            error = %describe_error(&self.label, self.password.as_deref(), &first),
-            "connection closed under the command; retrying once on a fresh connection"
-        );
-        let retry = self.run_once(command).await;
-        if command.script == Script::Release && matches!(retry, Ok(Value::Int(0))) {
-            return self.to_reply(command, Err(first));
+        let mut backoff = FIRST_BACKOFF;
+        let mut attempt = self.link_attempt_bound(retry_until, true);
+        let live = loop {
+            match link.connection(attempt).await {
+                Ok(live) => break live,
+                Err(e) => {
+                    let resume = tokio::time::Instant::now() + backoff;
+                    if is_fatal_connect_error(&e) || retry_until.is_some_and(|end| resume >= end) {
+                        let text = self.describe(&e);
+                        tracing::debug!(node = %self.label, error = %text, "node unreachable; command not sent");
+                        return Reply::Error(self.secret_free(command, &text));
+                    }
+                    tracing::debug!(node = %self.label, error = %self.describe(&e), "node unreachable; connecting again");
+                    let stopped = tokio::select! {
+                        () = tokio::time::sleep_until(resume) => false,
+                        _ = give_up.wait_for(|stop| *stop) => true,
+                    };
+                    if stopped {
+                        return Reply::Error(self.secret_free(command, &self.describe(&e)));
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    attempt = self.link_attempt_bound(retry_until, false);
+                }
+            }
+        };
+        let result = self.run_once(Conn::Live(live.conn.clone()), command).await;
+        if let Err(e) = &result {
+            live.check(e);
         }
-        self.to_reply(command, retry)
+        self.to_reply(command, result)
+    }
+
+    /// How long one connection attempt may take: the connect timeout, cut to
+    /// what is left of `retry_until` after the first attempt.
+    fn link_attempt_bound(
+        &self,
+        retry_until: Option<tokio::time::Instant>,
+        first: bool,
+    ) -> Duration {
+        match retry_until {
+            Some(end) if !first => end
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(Duration::from_millis(1)),
+            _ => Duration::MAX,
+        }
+    }
+
+    /// When a command that was not sent stops being retried. With one node:
+    /// an acquire at the end of its wait (`None`: it waits for ever),
+    /// anything else within the response timeout. With several (Redlock)
+    /// one fresh attempt only: the round must not wait for one dead node
+    /// while a majority answers, and the core retries rounds itself.
+    pub(crate) fn retry_bound(
+        &self,
+        command: &Command,
+        acquire_deadline: Option<tokio::time::Instant>,
+        nodes: usize,
+    ) -> Option<tokio::time::Instant> {
+        if nodes > 1 {
+            Some(tokio::time::Instant::now())
+        } else if command.script == Script::Acquire {
+            acquire_deadline
+        } else {
+            Some(tokio::time::Instant::now() + self.response_timeout)
+        }
+    }
+
+    fn describe(&self, e: &RedisError) -> String {
+        describe_error(&self.label, self.password.as_deref(), e)
     }
 
     /// `EVALSHA`, and `EVAL` on NOSCRIPT.
-    async fn run_once(&self, command: &Command) -> redis::RedisResult<Value> {
-        let mut conn = self.conn.clone();
+    async fn run_once(&self, mut conn: Conn, command: &Command) -> redis::RedisResult<Value> {
         // Sized up front: growing it argument by argument cost 6 % of the
         // instructions of an acquire + release (callgrind, bench/README.md).
         let bytes = 60
@@ -307,6 +399,17 @@ impl Node {
     }
 }
 
+/// What an eviction policy may remove of ours, if anything.
+fn eviction_risk(policy: &str) -> Option<&'static str> {
+    if policy.starts_with("allkeys-") {
+        Some("any key, held locks and fence counters included")
+    } else if policy.starts_with("volatile-") {
+        Some("keys with a TTL, held locks and fence counters included")
+    } else {
+        None
+    }
+}
+
 fn server_text(code: Option<&str>, detail: Option<&str>) -> String {
     match (code, detail) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
@@ -314,14 +417,6 @@ fn server_text(code: Option<&str>, detail: Option<&str>) -> String {
         (None, Some(detail)) => detail.to_owned(),
         (None, None) => "unknown server error".to_owned(),
     }
-}
-
-/// The connection under a command was closed (EOF, reset, broken pipe, or
-/// already known dead so the command was never written). Not: timeouts (the
-/// command may still be queued and run later), refused connections (the
-/// server is down; a retry would only double the wait), server errors.
-pub(crate) fn retry_on_fresh_connection(e: &RedisError) -> bool {
-    e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 
 /// Errors that retrying cannot fix: wrong credentials, missing permissions,

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::client::Connections;
 use crate::lease::Lease;
 use crate::notify::Subscription;
-use crate::queue::{Cancelled, NameQueues, Turn};
+use crate::queue::{Place, SharedPlace, Turn};
 
 // ---- time -------------------------------------------------------------------
 
@@ -122,13 +122,14 @@ enum Pending {
 /// Everything one acquire needs; built (and validated) by the client.
 pub(crate) struct Job {
     pub conns: Arc<Connections>,
-    pub queues: Arc<NameQueues>,
+    /// The place in the name's local line, taken in the acquire call; the
+    /// caller takes it back (leaving the line at once) if it cancels before
+    /// this task started.
+    pub place: SharedPlace,
     pub config: LockConfig,
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
     pub reply: oneshot::Sender<Result<Lease, Error>>,
-    /// Set by the caller's side when it drops the acquire future unanswered.
-    pub cancelled: Cancelled,
 }
 
 fn closed_error(config: &LockConfig) -> Error {
@@ -139,11 +140,10 @@ fn closed_error(config: &LockConfig) -> Error {
 pub(crate) async fn run(job: Job) {
     let Job {
         conns,
-        queues,
+        place,
         mut config,
         started,
         mut reply,
-        cancelled,
     } = job;
     let mut closed = conns.closed.subscribe();
     if *closed.borrow_and_update() {
@@ -160,23 +160,28 @@ pub(crate) async fn run(job: Job) {
     // only while both go down the same healthy connection, not across a
     // reconnect or a retry; then a try-once would meet our own abandoned key
     // and report NotAcquired on a free lock.)
-    let turn = match queues.slot(config.name.as_bytes()).try_take(&cancelled) {
-        Ok(turn) => turn,
-        Err(slot) => {
+    let Some(place) = place.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return; // cancelled before we started; the caller left the line
+    };
+    let turn = match place {
+        Place::Turn(turn) => turn,
+        Place::Waiting(waiting) => {
             let deadline = match config.wait {
                 // A bound too large for the clock is no bound.
                 Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
                 Wait::Forever => None,
             };
             tokio::select! {
-                turn = slot.take_until(&cancelled, deadline) => match turn {
+                biased;
+                // A cancelled acquire leaves even if the turn just came.
+                () = reply.closed() => return,
+                turn = waiting.take_until(deadline) => match turn {
                     Some(turn) => turn,
                     None => {
                         let _ = reply.send(Err(Error::not_acquired(&config.name)));
                         return;
                     }
                 },
-                () = reply.closed() => return,
                 _ = closed.changed() => {
                     let _ = reply.send(Err(closed_error(&config)));
                     return;
@@ -187,6 +192,12 @@ pub(crate) async fn run(job: Job) {
     if let Wait::Bounded(d) = config.wait {
         config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
     }
+    // An acquire that cannot reach its node keeps trying to connect until
+    // the end of its wait (see `Node::run`).
+    let acquire_deadline = match config.wait {
+        Wait::Bounded(d) => tokio::time::Instant::now().checked_add(d),
+        Wait::Forever => None,
+    };
 
     // Phase 2: the remote protocol.
     let name = config.name.clone();
@@ -210,6 +221,8 @@ pub(crate) async fn run(job: Job) {
         requests: None,
         abandoned: false,
         lease_parts: Some((name, token, ttl, auto_renew)),
+        acquire_deadline,
+        give_up: watch::Sender::new(false),
     };
     actor.drive(&mut lock, &mut closed).await;
 }
@@ -226,6 +239,11 @@ struct Actor<'a> {
     /// The caller went away after the lock was acquired: release it.
     abandoned: bool,
     lease_parts: Option<(fencelock_core::LockName, String, Duration, bool)>,
+    /// When an acquire that cannot reach its node stops trying.
+    acquire_deadline: Option<tokio::time::Instant>,
+    /// Set when the caller cancels or the client closes: commands still
+    /// waiting for a connection stop waiting (they were never sent).
+    give_up: watch::Sender<bool>,
 }
 
 impl Actor<'_> {
@@ -244,8 +262,11 @@ impl Actor<'_> {
                 while let Some(command) = lock.poll_command() {
                     progressed = true;
                     let node = self.conns.nodes[command.node].clone();
+                    let retry_until =
+                        node.retry_bound(&command, self.acquire_deadline, self.conns.nodes.len());
+                    let give_up = self.give_up.subscribe();
                     inflight.push(async move {
-                        let reply = node.run(&command).await;
+                        let reply = node.run(&command, retry_until, give_up).await;
                         (command.id, reply)
                     });
                 }
@@ -255,6 +276,17 @@ impl Actor<'_> {
                 }
                 if !progressed {
                     break;
+                }
+            }
+            // A failed acquire is reported within its own bounds: the
+            // compensating releases go on in this task (and `close` waits
+            // for them), the caller need not wait out their timeouts too.
+            if let Some(error) = lock.acquire_failure() {
+                if let Some(reply) = self.reply.take() {
+                    let _ = reply.send(Err(error.clone()));
+                    if let Some(turn) = &self.turn {
+                        turn.only_compensating();
+                    }
                 }
             }
             self.shared.publish(lock);
@@ -322,11 +354,13 @@ impl Actor<'_> {
                 () = async { reply.expect("guarded").closed().await }, if acquiring => {
                     tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller");
                     self.reply = None;
+                    self.give_up.send_replace(true);
                     lock.cancel(now());
                 }
                 changed = closed.changed(), if !closing => {
                     if changed.is_ok() && *closed.borrow() {
                         closing = true;
+                        self.give_up.send_replace(true);
                         if let Some(reply) = self.reply.take() {
                             let _ = reply.send(Err(Error::redis(Some(lock.name()), "the client is closed")));
                             lock.cancel(now());

@@ -45,8 +45,11 @@
 //!   pipelined on it. Scripts run with `EVALSHA`, reloaded transparently
 //!   after `NOSCRIPT` (`SCRIPT FLUSH`, restart, failover). It speaks RESP3
 //!   (unless the URL sets `?protocol=`), so a connection the server closes
-//!   (`CLIENT KILL`, timeout) is replaced as soon as it is noticed, and a
-//!   command caught on it is retried once on the new one;
+//!   (`CLIENT KILL`, restart) is known dead as soon as it is noticed. A
+//!   command that provably was not sent (no connection could be made, or
+//!   the last one is known dead) goes out on a fresh connection, retried
+//!   with a short backoff within the call's bounds; one caught on a dying
+//!   connection may have run, so it is never resent (the core compensates);
 //! - one pub/sub connection per node (RESP3 push), opened on the first wait
 //!   and shared through refcounted per-channel subscriptions: a release wakes
 //!   the waiters at once; a timer at the holder's remaining TTL covers the
@@ -79,20 +82,23 @@ mod cluster;
 mod connection;
 mod driver;
 mod lease;
+mod link;
 mod notify;
 mod queue;
 mod replicas;
 mod sentinel;
+mod tls;
 mod topology;
 mod url;
 
 use std::time::Duration;
 
-pub use client::Client;
+pub use client::{Acquire, Client, TryAcquire};
 pub use fencelock_core::{
     Error, LockName, NotAcquiredReason, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease::Lease;
+pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -103,6 +109,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// (Python's) reject bad URLs at construction, as redis-py does.
 pub fn check_urls(urls: impl IntoUrls) -> Result<()> {
     url::parse_all(&urls.into_urls()).map(|_| ())
+}
+
+/// [`check_urls`], plus the TLS options against them (files readable, a
+/// certificate with its key, TLS options only with `rediss://` URLs).
+pub fn check_options(urls: impl IntoUrls, options: &ClientOptions) -> Result<()> {
+    let urls = urls.into_urls();
+    let tls = tls::Tls::load(&options.tls, &urls)?;
+    let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
+    url::parse_all(&urls).map(|_| ())
 }
 
 /// Connection settings; `Default` is what most users want.
@@ -128,6 +143,8 @@ pub struct ClientOptions {
     /// in Redis. Fences stay increasing across server clocks that disagree
     /// (or step back) by less than the grace. Fractions of a ms round up.
     pub fence_grace: Duration,
+    /// TLS for `rediss://` URLs (default: verify against the system store).
+    pub tls: TlsOptions,
 }
 
 impl Default for ClientOptions {
@@ -139,6 +156,7 @@ impl Default for ClientOptions {
             topology: Topology::Standalone,
             replicas: 0,
             fence_grace: fencelock_core::FenceGrace::DEFAULT.as_duration(),
+            tls: TlsOptions::default(),
         }
     }
 }

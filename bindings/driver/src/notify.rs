@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
-use redis::{ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
+use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{mpsc, Notify};
 
 use crate::url::NodeUrl;
@@ -131,6 +131,7 @@ impl Notifier {
     pub(crate) fn new(
         urls: &[NodeUrl],
         config: &redis::aio::ConnectionManagerConfig,
+        tls: &crate::tls::Tls,
         handle: &tokio::runtime::Handle,
     ) -> Result<Notifier, fencelock_core::Error> {
         let mut nodes = Vec::with_capacity(urls.len());
@@ -141,19 +142,7 @@ impl Notifier {
                 dispatch(&dispatch_table, push);
                 Ok(())
             };
-            let redis_settings = url
-                .info
-                .redis_settings()
-                .clone()
-                .set_protocol(ProtocolVersion::RESP3);
-            let info = url.info.clone().set_redis_settings(redis_settings);
-            let client = redis::Client::open(info).map_err(|e| {
-                fencelock_core::Error::invalid(format!(
-                    "invalid Redis URL {:?}: {}",
-                    url.redacted,
-                    e.category()
-                ))
-            })?;
+            let client = crate::connection::open(url, true, tls)?;
             let config = config
                 .clone()
                 .set_push_sender(sender)
@@ -362,7 +351,8 @@ async fn reconciler(
         }
         let mut result = conn.subscribe(&subscribe).await;
         if let Err(e) = &result {
-            if crate::connection::retry_on_fresh_connection(e) {
+            if e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout() {
+                // SUBSCRIBE is idempotent: sending it twice is harmless.
                 // The connection died under the SUBSCRIBE (CLIENT KILL): its
                 // replacement is on the way; subscribe there rather than
                 // leave these waiters on timers for the rest of their wait.

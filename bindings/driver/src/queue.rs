@@ -1,7 +1,9 @@
 //! The local FIFO: waiters of one client for one name line up behind a single
 //! remote attempt. A fair tokio mutex per name is held from the attempt until
 //! the lease is released, lost or dropped; the map entry disappears with the
-//! last user, so idle names cost nothing.
+//! last user, so idle names cost nothing. A caller takes its place in line
+//! synchronously, inside the acquire call ([`Slot::line_up`]), so waiters are
+//! served in call order whatever order the scheduler runs their tasks in.
 //!
 //! The entry also knows whether the acquire holding the turn was cancelled by
 //! its caller (it then only finishes its compensating release): a try-once
@@ -9,8 +11,11 @@
 //! instead of reporting `NotAcquired` for a lock nobody holds.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use tokio::sync::{Mutex as FairMutex, Notify, OwnedMutexGuard};
 
@@ -97,14 +102,53 @@ impl Slot {
         }
     }
 
-    /// The turn if it is free right now.
-    pub(crate) fn try_take(self, who: &Cancelled) -> Result<Turn, Slot> {
-        match Arc::clone(&self.entry().turn).try_lock_owned() {
-            Ok(guard) => Ok(self.into_turn(guard, Arc::clone(who))),
-            Err(_) => Err(self),
+    /// Take a place in line now: the turn if it is free, else a place
+    /// behind everyone who lined up before. Synchronous on purpose: the
+    /// fair mutex queues a waiter when its lock future is first polled, so
+    /// polling it here, in the caller's acquire call, fixes the order.
+    pub(crate) fn line_up(self, who: &Cancelled) -> Place {
+        let mut lock: Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>> =
+            Box::pin(Arc::clone(&self.entry().turn).lock_owned());
+        // The task that waits later polls again with its own waker; the
+        // place in line is kept.
+        match lock.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(guard) => Place::Turn(self.into_turn(guard, Arc::clone(who))),
+            Poll::Pending => Place::Waiting(Waiting {
+                slot: self,
+                lock,
+                who: Arc::clone(who),
+            }),
         }
     }
+}
 
+/// A place shared by the acquire's caller and its task: whichever comes
+/// first takes it (the task to wait, the caller to leave on cancel).
+pub(crate) type SharedPlace = Arc<Mutex<Option<Place>>>;
+
+/// Where an acquire stands in its name's line.
+pub(crate) enum Place {
+    Turn(Turn),
+    Waiting(Waiting),
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Place::Turn(_) => "Place::Turn",
+            Place::Waiting(_) => "Place::Waiting",
+        })
+    }
+}
+
+/// A place in line, not yet at the front.
+pub(crate) struct Waiting {
+    slot: Slot,
+    lock: Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>>,
+    who: Cancelled,
+}
+
+impl Waiting {
     /// Wait for our turn (FIFO) until `deadline` (`None`: no bound). Past
     /// the deadline, keep waiting only while the turn is held by an acquire
     /// of this client that was cancelled: it is only finishing its
@@ -113,15 +157,14 @@ impl Slot {
     /// because of it. Once that acquire leaves, the turn is ours if we are
     /// next in line; if another local waiter was ahead of us, `None`.
     /// Cancel-safe: dropping the future leaves the queue.
-    pub(crate) async fn take_until(
-        self,
-        who: &Cancelled,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Option<Turn> {
+    pub(crate) async fn take_until(self, deadline: Option<tokio::time::Instant>) -> Option<Turn> {
+        let Waiting {
+            slot,
+            mut lock,
+            who,
+        } = self;
         let guard = {
-            let entry = self.entry();
-            let lock = Arc::clone(&entry.turn).lock_owned();
-            tokio::pin!(lock);
+            let entry = slot.entry();
             let mut past = deadline.is_some_and(|d| d <= tokio::time::Instant::now());
             let expired = async {
                 match deadline {
@@ -146,7 +189,8 @@ impl Slot {
                 }
             }
         };
-        Some(self.into_turn(guard, Arc::clone(who)))
+        drop(lock);
+        Some(slot.into_turn(guard, who))
     }
 }
 
@@ -170,6 +214,16 @@ pub(crate) struct Turn {
     guard: Option<OwnedMutexGuard<()>>,
     who: Cancelled,
     slot: Slot,
+}
+
+impl Turn {
+    /// The acquire holding this turn has answered its caller (it failed)
+    /// and is only finishing its compensating release: like a cancelled
+    /// one, it does not make the name busy for a try-once or a short wait.
+    pub(crate) fn only_compensating(&self) {
+        self.who.store(true, Ordering::Release);
+        self.slot.entry().freed.notify_waiters();
+    }
 }
 
 impl Drop for Turn {
@@ -199,14 +253,33 @@ mod tests {
         Arc::new(AtomicBool::new(false))
     }
 
+    /// The turn if it is free now (a try-once's first look).
+    fn try_take(queues: &Arc<NameQueues>, who: &Cancelled) -> Option<Turn> {
+        match queues.slot(b"a").line_up(who) {
+            Place::Turn(turn) => Some(turn),
+            Place::Waiting(_) => None,
+        }
+    }
+
+    async fn take_until(
+        queues: &Arc<NameQueues>,
+        who: &Cancelled,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Option<Turn> {
+        match queues.slot(b"a").line_up(who) {
+            Place::Turn(turn) => Some(turn),
+            Place::Waiting(waiting) => waiting.take_until(deadline).await,
+        }
+    }
+
     #[tokio::test]
     async fn fifo_and_cleanup() {
         let queues = Arc::new(NameQueues::default());
-        let first = queues.slot(b"a").try_take(&who()).unwrap();
-        assert!(queues.slot(b"a").try_take(&who()).is_err());
+        let first = try_take(&queues, &who()).unwrap();
+        assert!(try_take(&queues, &who()).is_none());
         let waiting = tokio::spawn({
             let queues = Arc::clone(&queues);
-            async move { queues.slot(b"a").take_until(&who(), None).await }
+            async move { take_until(&queues, &who(), None).await }
         });
         tokio::task::yield_now().await;
         drop(first);
@@ -216,34 +289,57 @@ mod tests {
         assert_eq!(queues.len(), 0);
     }
 
+    /// The order is the order of `line_up` calls, not of the tasks that
+    /// wait: here they are spawned in reverse.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiters_are_served_in_the_order_they_lined_up() {
+        let queues = Arc::new(NameQueues::default());
+        let first = try_take(&queues, &who()).unwrap();
+        let places: Vec<(usize, Waiting)> = (0..200)
+            .map(|i| match queues.slot(b"a").line_up(&who()) {
+                Place::Waiting(waiting) => (i, waiting),
+                Place::Turn(_) => panic!("the turn is held"),
+            })
+            .collect();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for (i, waiting) in places.into_iter().rev() {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let turn = waiting.take_until(None).await.unwrap();
+                tx.send(i).unwrap();
+                drop(turn);
+            });
+        }
+        drop(tx);
+        drop(first);
+        let mut served = Vec::new();
+        while let Some(i) = rx.recv().await {
+            served.push(i);
+        }
+        assert_eq!(served, (0..200).collect::<Vec<_>>());
+        assert_eq!(queues.len(), 0);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn past_the_deadline_only_a_cancelled_holder_is_waited_for() {
         let queues = Arc::new(NameQueues::default());
         let now = tokio::time::Instant::now;
         // A live holder: a try-once gives up at once, a bounded wait at its
         // deadline.
-        let held = queues.slot(b"a").try_take(&who()).unwrap();
-        assert!(queues
-            .slot(b"a")
-            .take_until(&who(), Some(now()))
-            .await
-            .is_none());
+        let held = try_take(&queues, &who()).unwrap();
+        assert!(take_until(&queues, &who(), Some(now())).await.is_none());
         let bound = now() + Duration::from_millis(50);
-        assert!(queues
-            .slot(b"a")
-            .take_until(&who(), Some(bound))
-            .await
-            .is_none());
+        assert!(take_until(&queues, &who(), Some(bound)).await.is_none());
         assert_eq!(now(), bound);
         drop(held);
 
         // A cancelled holder: the try-once waits for it and gets the turn.
         let cancelled = who();
-        let held = queues.slot(b"a").try_take(&cancelled).unwrap();
+        let held = try_take(&queues, &cancelled).unwrap();
         cancelled.store(true, Ordering::Release);
         let trying = tokio::spawn({
             let queues = Arc::clone(&queues);
-            async move { queues.slot(b"a").take_until(&who(), Some(now())).await }
+            async move { take_until(&queues, &who(), Some(now())).await }
         });
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(!trying.is_finished());
@@ -253,16 +349,16 @@ mod tests {
         // ...unless another local waiter was queued first: that one is
         // next, and the try-once gives up instead of waiting for it too.
         let cancelled = who();
-        let held = queues.slot(b"a").try_take(&cancelled).unwrap();
+        let held = try_take(&queues, &cancelled).unwrap();
         let first = tokio::spawn({
             let queues = Arc::clone(&queues);
-            async move { queues.slot(b"a").take_until(&who(), None).await }
+            async move { take_until(&queues, &who(), None).await }
         });
         tokio::task::yield_now().await;
         cancelled.store(true, Ordering::Release);
         let trying = tokio::spawn({
             let queues = Arc::clone(&queues);
-            async move { queues.slot(b"a").take_until(&who(), Some(now())).await }
+            async move { take_until(&queues, &who(), Some(now())).await }
         });
         tokio::task::yield_now().await;
         assert!(!trying.is_finished());

@@ -8,13 +8,15 @@
 //! topology.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fencelock_core::Error;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::connection::{describe_error, is_fatal_connect_error, manager_config, Node};
+use crate::link::Link;
 use crate::notify::Notifier;
 use crate::sentinel::SentinelConn;
 use crate::url::NodeUrl;
@@ -71,6 +73,7 @@ impl Topology {
 pub(crate) async fn connect(
     urls: &[NodeUrl],
     options: &ClientOptions,
+    tls: &crate::tls::Tls,
     handle: &tokio::runtime::Handle,
 ) -> Result<(Node, Arc<Notifier>), Error> {
     let list = urls
@@ -105,7 +108,12 @@ pub(crate) async fn connect(
                 handle,
             )?;
             Ok((
-                Node::from_conn(Conn::Cluster(conn), &label, password),
+                Node::from_conn(
+                    Conn::Cluster(conn),
+                    &label,
+                    password,
+                    options.response_timeout,
+                ),
                 Arc::new(notifier),
             ))
         }
@@ -128,9 +136,14 @@ pub(crate) async fn connect(
                 .info
                 .set_redis_settings(urls[0].info.redis_settings().clone());
             primary_url.password = urls[0].password.clone();
-            let notifier = Notifier::new(&[primary_url], &config, handle)?;
+            let notifier = Notifier::new(&[primary_url], &config, tls, handle)?;
             Ok((
-                Node::from_conn(Conn::Sentinel(conn), &label, password),
+                Node::from_conn(
+                    Conn::Sentinel(conn),
+                    &label,
+                    password,
+                    options.response_timeout,
+                ),
                 Arc::new(notifier),
             ))
         }
@@ -141,7 +154,10 @@ pub(crate) async fn connect(
 /// multiplexed connection per server).
 #[derive(Clone)]
 pub(crate) enum Conn {
-    Single(ConnectionManager),
+    /// A single node's connection, (re)made on use (see `link.rs`).
+    Single(Arc<Link>),
+    /// The current connection of a `Single` link, for one command.
+    Live(MultiplexedConnection),
     Cluster(ClusterConnection),
     Sentinel(SentinelConn),
 }
@@ -157,7 +173,14 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Single(link) => {
+                let link = Arc::clone(link);
+                Box::pin(async move {
+                    let mut conn = link.connection(Duration::MAX).await?.conn;
+                    conn.req_packed_command(cmd).await
+                })
+            }
+            Conn::Live(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
             Conn::Sentinel(c) => c.req_packed_command(cmd),
         }
@@ -170,7 +193,14 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Single(link) => {
+                let link = Arc::clone(link);
+                Box::pin(async move {
+                    let mut conn = link.connection(Duration::MAX).await?.conn;
+                    conn.req_packed_commands(pipeline, offset, count).await
+                })
+            }
+            Conn::Live(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
         }
@@ -178,7 +208,8 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Single(c) => c.get_db(),
+            Conn::Single(link) => link.db(),
+            Conn::Live(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
             Conn::Sentinel(c) => c.get_db(),
         }

@@ -22,30 +22,29 @@ pub(crate) struct NodeUrl {
 
 /// `redis://user:secret@host:6379/0` -> `redis://user:***@host:6379/0`.
 ///
-/// Works on malformed input too (it never parses): whatever sits between the
-/// scheme and the last `@` of the authority is userinfo; its password part (or
-/// all of it, when there is no `:`) is masked, and so is a `pass=` query
-/// parameter (unix-socket URLs).
+/// Works on malformed input too (it never parses): everything between the
+/// scheme and the LAST `@` of the URL is userinfo, because a password may
+/// hold `/`, `?`, `#`, `:` or `@` unencoded; its password part (or all of
+/// it, when there is no `:`) is masked. Masking too much (an `@` in a query)
+/// beats showing a secret. A `pass=` / `password=` query parameter
+/// (unix-socket URLs) is masked too.
 pub(crate) fn redact(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
         Some(at) => url.split_at(at + 3),
         None => ("", url),
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rfind('@') {
+    match rest.rfind('@') {
         Some(at) => {
-            let (userinfo, host) = authority.split_at(at);
-            match userinfo.find(':') {
-                Some(colon) => format!("{}:***{host}", &userinfo[..colon]),
-                None if userinfo.is_empty() => format!("{userinfo}{host}"),
-                None => format!("***{host}"),
-            }
+            let (userinfo, tail) = rest.split_at(at);
+            let user = match userinfo.find(':') {
+                Some(colon) => format!("{}:***", &userinfo[..colon]),
+                None if userinfo.is_empty() => String::new(),
+                None => "***".to_owned(),
+            };
+            format!("{scheme}{user}{}", redact_query_password(tail))
         }
-        None => authority.to_owned(),
-    };
-    let tail = redact_query_password(tail);
-    format!("{scheme}{authority}{tail}")
+        None => format!("{scheme}{}", redact_query_password(rest)),
+    }
 }
 
 fn redact_query_password(tail: &str) -> String {
@@ -162,6 +161,12 @@ mod tests {
             "redis+unix:///tmp/r.sock?db=1&pass=***"
         );
         assert_eq!(redact("not a url :pw@"), "not a url :***@");
+        // Delimiters inside the password (issue: the redaction stopped at
+        // the first `/`, `?` or `#` before the `@`).
+        for password in ["ab/S3cr3t", "a?b", "a#b", "a@b", "a:b", "a%2Fb", "/?#@:"] {
+            let url = format!("redis://locker:{password}@127.0.0.1:6508/0");
+            assert_eq!(redact(&url), "redis://locker:***@127.0.0.1:6508/0", "{url}");
+        }
     }
 
     #[test]

@@ -121,6 +121,26 @@ fn options_object<'a>(what: &str, value: OptionsArg<'a>) -> Result<Option<Object
     }
 }
 
+/// A misspelled option would otherwise be ignored (`{ wiat: 100 }` waiting
+/// for ever): every key must be one the caller reads.
+fn known_keys(what: &str, object: &Object<'_>, known: &[&str]) -> Result<()> {
+    for key in Object::keys(object)? {
+        if !known.contains(&key.as_str()) {
+            return Err(tagged(
+                "INVALID_TYPE",
+                format!(
+                    "{what} has an unknown key {key:?} (known: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The keys of acquire / tryAcquire / withLock options.
+const LOCK_OPTIONS: &[&str] = &["ttl", "wait", "autoRenew", "signal"];
+
 /// `{ ttl, wait, autoRenew }` (the `signal` is handled in JavaScript).
 fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
     let Some(object) = options_object("options", value)? else {
@@ -129,6 +149,7 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
             "options must be an object with a ttl in milliseconds",
         ));
     };
+    known_keys("options", &object, LOCK_OPTIONS)?;
     let ttl = object.get::<NumberArg>("ttl")?.flatten();
     let ttl = match ttl {
         None => {
@@ -167,11 +188,65 @@ fn timeout_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Duration>> {
     }
 }
 
+/// The keys of `Client.connect` options.
+const CLIENT_OPTIONS: &[&str] = &[
+    "prefix",
+    "connectTimeout",
+    "responseTimeout",
+    "topology",
+    "service",
+    "replicas",
+    "fenceGrace",
+    "tls",
+];
+
+/// The keys of `options.tls`.
+const TLS_OPTIONS: &[&str] = &["ca", "cert", "key", "dangerouslySkipVerification"];
+
+/// PEM as a Buffer (the data), a string holding PEM text (the data), or
+/// any other string (a file path).
+fn pem_arg(what: &str, object: &Object<'_>) -> Result<Option<fencelock::Pem>> {
+    let key = what.rsplit('.').next().unwrap_or(what);
+    match object
+        .get::<Option<Either3<String, Buffer, Unknown>>>(key)?
+        .flatten()
+    {
+        None => Ok(None),
+        Some(Either3::A(text)) => Ok(Some(fencelock::Pem::from_text_or_path(text))),
+        Some(Either3::B(buffer)) => Ok(Some(fencelock::Pem::Data(buffer.to_vec()))),
+        Some(Either3::C(other)) => Err(type_error(
+            what,
+            "PEM text (a string or Buffer) or a file path",
+            &other,
+        )),
+    }
+}
+
+/// `options.tls`: `{ ca, cert, key, dangerouslySkipVerification }`.
+fn tls_options(value: OptionsArg<'_>) -> Result<fencelock::TlsOptions> {
+    let Some(object) = options_object("options.tls", value)? else {
+        return Ok(fencelock::TlsOptions::default());
+    };
+    known_keys("options.tls", &object, TLS_OPTIONS)?;
+    Ok(fencelock::TlsOptions {
+        ca: pem_arg("options.tls.ca", &object)?,
+        client_cert: pem_arg("options.tls.cert", &object)?,
+        client_key: pem_arg("options.tls.key", &object)?,
+        dangerously_skip_verification: bool_arg(
+            "options.tls.dangerouslySkipVerification",
+            object
+                .get::<Option<Either<bool, Unknown>>>("dangerouslySkipVerification")?
+                .flatten(),
+        )?,
+    })
+}
+
 fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
     let mut options = fencelock::ClientOptions::default();
     let Some(object) = options_object("options", value)? else {
         return Ok(options);
     };
+    known_keys("options", &object, CLIENT_OPTIONS)?;
     match object
         .get::<Option<Either<String, Unknown>>>("prefix")?
         .flatten()
@@ -235,6 +310,7 @@ fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
             ))
         }
     }
+    options.tls = tls_options(object.get::<OptionsArg>("tls")?.flatten())?;
     Ok(options)
 }
 
@@ -340,9 +416,11 @@ impl NativeClient {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
-        let client = self.inner.clone();
+        // Called here, not in the future: the place in the local line is
+        // taken in call order.
+        let acquiring = self.inner.acquire(name.name.as_bytes(), &options);
         env.spawn_future(async move {
-            let lease = cancellable(cancel, client.acquire(name.name.as_bytes(), &options)).await?;
+            let lease = cancellable(cancel, acquiring).await?;
             Ok(NativeLease::new(lease, name.is_buffer))
         })
     }
@@ -358,10 +436,9 @@ impl NativeClient {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
-        let client = self.inner.clone();
+        let acquiring = self.inner.try_acquire(name.name.as_bytes(), &options);
         env.spawn_future(async move {
-            let lease =
-                cancellable(cancel, client.try_acquire(name.name.as_bytes(), &options)).await?;
+            let lease = cancellable(cancel, acquiring).await?;
             Ok(lease.map(|lease| NativeLease::new(lease, name.is_buffer)))
         })
     }

@@ -16,6 +16,14 @@ use crate::runtime;
 
 type Cell = Arc<OnceCell<fencelock::Client>>;
 
+/// An acquire under way: the lease, `None` for a try-once that found the
+/// lock held.
+type Acquiring = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<Option<fencelock::Lease>, fencelock::Error>> + Send,
+    >,
+>;
+
 /// The driver client of this process, made on first use.
 #[derive(Debug)]
 struct Connector {
@@ -40,10 +48,14 @@ impl Connector {
         response_timeout: Option<&Bound<'_, PyAny>>,
         topology: &Topology<'_, '_>,
         fence_grace: Option<&Bound<'_, PyAny>>,
+        tls: fencelock::TlsOptions,
     ) -> PyResult<Self> {
         let urls = convert::urls(url)?;
-        fencelock::check_urls(urls.clone()).map_err(errors::invalid)?;
-        let mut options = ClientOptions::default();
+        let mut options = ClientOptions {
+            tls,
+            ..ClientOptions::default()
+        };
+        fencelock::check_options(urls.clone(), &options).map_err(errors::invalid)?;
         if let Some(prefix) = convert::prefix(prefix)? {
             fencelock_core::KeySpace::new(&prefix).map_err(errors::invalid)?;
             options.prefix = prefix;
@@ -122,6 +134,38 @@ impl Connector {
         })
     }
 
+    /// Start an acquire. On a connected client it takes its place in the
+    /// local line now, during the Python call, so waiters are served in
+    /// call order; on first use it does so once connected.
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        key: Vec<u8>,
+        options: LockOptions,
+        once: bool,
+    ) -> PyResult<Acquiring> {
+        fn start(
+            client: &fencelock::Client,
+            key: Vec<u8>,
+            options: &LockOptions,
+            once: bool,
+        ) -> Acquiring {
+            if once {
+                Box::pin(client.try_acquire(key, options))
+            } else {
+                let acquire = client.acquire(key, options);
+                Box::pin(async move { acquire.await.map(Some) })
+            }
+        }
+        if let Some(client) = self.cell(py)?.get() {
+            return Ok(start(client, key, &options, once));
+        }
+        let client = self.client(py)?;
+        Ok(Box::pin(async move {
+            start(&client.await?, key, &options, once).await
+        }))
+    }
+
     fn repr(&self, class: &str) -> String {
         // No URLs: they may carry a password.
         format!(
@@ -198,7 +242,9 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None, fence_grace=None))]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None,
+        topology=None, service=None, replicas=None, fence_grace=None,
+        tls_ca=None, tls_cert=None, tls_key=None, tls_dangerously_skip_verification=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
@@ -209,12 +255,17 @@ impl Client {
         service: Option<&Bound<'_, PyAny>>,
         replicas: Option<&Bound<'_, PyAny>>,
         fence_grace: Option<&Bound<'_, PyAny>>,
+        tls_ca: Option<&Bound<'_, PyAny>>,
+        tls_cert: Option<&Bound<'_, PyAny>>,
+        tls_key: Option<&Bound<'_, PyAny>>,
+        tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
         let topology = Topology {
             topology,
             service,
             replicas,
         };
+        let tls = convert::tls(tls_ca, tls_cert, tls_key, tls_dangerously_skip_verification)?;
         Ok(Client {
             connector: Connector::new(
                 url,
@@ -223,6 +274,7 @@ impl Client {
                 response_timeout,
                 &topology,
                 fence_grace,
+                tls,
             )?,
         })
     }
@@ -240,14 +292,13 @@ impl Client {
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, Lease>> {
         let request = request(name, ttl, wait, auto_renew, on_lost)?;
-        let client = self.connector.client(py)?;
-        let key = request.name.as_bytes().to_vec();
-        let options = request.options;
-        let result = runtime::block_on(
-            py,
-            ReleaseIfDropped::new(async move { client.await?.acquire(key, &options).await }),
-        )?;
-        let inner = result.map_err(|e| errors::to_py(py, e))?;
+        let acquiring =
+            self.connector
+                .acquire(py, request.name.as_bytes().to_vec(), request.options, false)?;
+        let result = runtime::block_on(py, ReleaseIfDropped::new(acquiring))?;
+        let inner = result
+            .map_err(|e| errors::to_py(py, e))?
+            .expect("a waiting acquire yields a lease or an error");
         lease::new_lease(
             py,
             LeaseCore::new(inner, request.name),
@@ -266,13 +317,10 @@ impl Client {
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, Lease>>> {
         let request = request(name, ttl, None, auto_renew, on_lost)?;
-        let client = self.connector.client(py)?;
-        let key = request.name.as_bytes().to_vec();
-        let options = request.options;
-        let result = runtime::block_on(
-            py,
-            ReleaseIfDropped::new(async move { client.await?.try_acquire(key, &options).await }),
-        )?;
+        let acquiring =
+            self.connector
+                .acquire(py, request.name.as_bytes().to_vec(), request.options, true)?;
+        let result = runtime::block_on(py, ReleaseIfDropped::new(acquiring))?;
         match result.map_err(|e| errors::to_py(py, e))? {
             None => Ok(None),
             Some(inner) => lease::new_lease(
@@ -326,23 +374,17 @@ impl AsyncClient {
         once: bool,
     ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
         let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
-        let client = self.connector.client(py)?;
         let (tx, mut cancelled) = oneshot::channel::<()>();
         let Request {
             name,
             options,
             on_lost,
         } = request;
-        let key = name.as_bytes().to_vec();
+        let acquiring = self
+            .connector
+            .acquire(py, name.as_bytes().to_vec(), options, once)?;
         let future = runtime::future_into_py(py, async move {
-            let acquire = ReleaseIfDropped::new(async move {
-                let client = client.await?;
-                if once {
-                    client.try_acquire(key, &options).await
-                } else {
-                    client.acquire(key, &options).await.map(Some)
-                }
-            });
+            let acquire = ReleaseIfDropped::new(acquiring);
             let result = tokio::select! {
                 biased;
                 result = acquire => result,
@@ -374,7 +416,9 @@ pub struct AsyncClient {
 #[pymethods]
 impl AsyncClient {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None, topology=None, service=None, replicas=None, fence_grace=None))]
+    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None,
+        topology=None, service=None, replicas=None, fence_grace=None,
+        tls_ca=None, tls_cert=None, tls_key=None, tls_dangerously_skip_verification=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
@@ -385,12 +429,17 @@ impl AsyncClient {
         service: Option<&Bound<'_, PyAny>>,
         replicas: Option<&Bound<'_, PyAny>>,
         fence_grace: Option<&Bound<'_, PyAny>>,
+        tls_ca: Option<&Bound<'_, PyAny>>,
+        tls_cert: Option<&Bound<'_, PyAny>>,
+        tls_key: Option<&Bound<'_, PyAny>>,
+        tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
         let topology = Topology {
             topology,
             service,
             replicas,
         };
+        let tls = convert::tls(tls_ca, tls_cert, tls_key, tls_dangerously_skip_verification)?;
         Ok(AsyncClient {
             connector: Connector::new(
                 url,
@@ -399,6 +448,7 @@ impl AsyncClient {
                 response_timeout,
                 &topology,
                 fence_grace,
+                tls,
             )?,
         })
     }

@@ -191,3 +191,43 @@ pub fn count(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u32> {
         ))
     })
 }
+
+/// A PEM argument: `bytes` are the PEM data, a `str` holding PEM text is
+/// the data too, any other `str` or `os.PathLike` is a file to read.
+fn pem(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<fencelock::Pem>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(Some(fencelock::Pem::Data(bytes.as_bytes().to_vec())));
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        return Ok(Some(fencelock::Pem::from_text_or_path(
+            text.to_cow()?.into_owned(),
+        )));
+    }
+    match value.py().import("os")?.call_method1("fspath", (value,)) {
+        Ok(path) => Ok(Some(fencelock::Pem::File(
+            path.extract::<std::path::PathBuf>()?,
+        ))),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be PEM text (str or bytes) or a path (str or os.PathLike), not {}",
+            value.get_type().name()?
+        ))),
+    }
+}
+
+/// The `tls_*` keywords.
+pub fn tls(
+    ca: Option<&Bound<'_, PyAny>>,
+    cert: Option<&Bound<'_, PyAny>>,
+    key: Option<&Bound<'_, PyAny>>,
+    dangerously_skip_verification: bool,
+) -> PyResult<fencelock::TlsOptions> {
+    Ok(fencelock::TlsOptions {
+        ca: pem("tls_ca", ca)?,
+        client_cert: pem("tls_cert", cert)?,
+        client_key: pem("tls_key", key)?,
+        dangerously_skip_verification,
+    })
+}
