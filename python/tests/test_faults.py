@@ -68,8 +68,9 @@ def test_server_killed_mid_run_then_restarted(redis_server: Callable[..., Server
         lease.extend()
     with pytest.raises(fencelock.LockError):  # RedisError, or LockLost once validity is judged gone
         lease.release()
+    # An acquire keeps trying to reach the server until its wait is over.
     with pytest.raises(fencelock.RedisError):
-        c.acquire(name + "2", ttl=1.0)
+        c.acquire(name + "2", ttl=1.0, wait=0.5)
     assert time.monotonic() - t0 < 10
     server.start()  # same port, empty data
     # The client reconnects by itself.

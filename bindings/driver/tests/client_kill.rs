@@ -1,7 +1,8 @@
 //! A connection the server closes (CLIENT KILL, a proxy cutting it, a
 //! server-side timeout) costs no failed lock operation: the dead connection
-//! is noticed at once, replaced, and a command that was on it is retried
-//! once on the fresh one (safety checker finding F3).
+//! is noticed at once and replaced (safety checker finding F3). A command
+//! that was on it when it died may have run, so it is not resent: it is an
+//! unknown outcome, which the core compensates.
 
 mod common;
 
@@ -42,63 +43,107 @@ fn blocked_clients(url: &str) -> i64 {
         .expect("INFO clients has blocked_clients")
 }
 
+/// Run `op` right after a kill. It can race the kill: its bytes may be
+/// written before the client has read the close, and a command that may have
+/// run is never resent. Then it is an unknown outcome (a Redis error naming
+/// the closed connection, reported at once) and the same operation right
+/// after it meets the fresh connection. Returns whether it raced.
+async fn after_kill<T, F, Fut>(url: &str, what: &str, mut op: F) -> (T, bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, fencelock::Error>>,
+{
+    // None when the previous operation left no live connection.
+    kill(url, "normal");
+    let t = Instant::now();
+    match op().await {
+        Ok(value) => {
+            assert!(
+                t.elapsed() < Duration::from_millis(500),
+                "{what}: {:?}",
+                t.elapsed()
+            );
+            (value, false)
+        }
+        Err(fencelock::Error::Redis { message, .. }) => {
+            assert!(
+                ["broken pipe", "reset", "closed", "EOF", "eof"]
+                    .iter()
+                    .any(|m| message.contains(m)),
+                "{what}: {message}"
+            );
+            assert!(
+                t.elapsed() < Duration::from_millis(500),
+                "{what}: {:?}",
+                t.elapsed()
+            );
+            let value = op().await.unwrap_or_else(|e| panic!("{what}, again: {e}"));
+            (value, true)
+        }
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_operation_right_after_client_kill_succeeds() {
+async fn every_operation_after_client_kill_goes_to_a_fresh_connection() {
     let server = Server::start();
     let url = server.url();
     let client = Client::connect_with(url.as_str(), options()).await.unwrap();
     let name = unique("killed");
-    let now = LockOptions::new(Duration::from_secs(10)).wait(Duration::ZERO);
-    client
-        .acquire(&name, &now)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    // A short TTL: a release that raced a kill (and may not have run) is
+    // waited out by the next acquire.
+    let opts = LockOptions::new(Duration::from_millis(800)).wait(Duration::from_secs(3));
+    let mut raced = 0;
     for round in 0..5 {
-        // The kill is done (its reply came back) before each operation is
-        // sent, so each one meets a connection the server already closed.
-        assert!(kill(&url, "normal") >= 1, "round {round}: our connection");
-        let t = Instant::now();
-        let lease = client.acquire(&name, &now).await.unwrap_or_else(|e| {
-            panic!(
-                "round {round}: acquire after CLIENT KILL failed after {:?}: {e}",
-                t.elapsed()
-            )
-        });
-        assert!(
-            t.elapsed() < Duration::from_millis(500),
-            "{:?}",
-            t.elapsed()
-        );
+        let (lease, r) = after_kill(&url, "acquire", || client.acquire(&name, &opts)).await;
+        raced += usize::from(r);
         assert_eq!(
             get(&url, &keys(&name).lock).as_deref(),
-            Some(lease.token().as_bytes())
+            Some(lease.token().as_bytes()),
+            "round {round}"
         );
-
-        assert!(kill(&url, "normal") >= 1);
-        lease.extend(Some(Duration::from_secs(20))).await.unwrap();
+        let ((), r) = after_kill(&url, "extend", || {
+            lease.extend(Some(Duration::from_secs(20)))
+        })
+        .await;
+        raced += usize::from(r);
         assert!(pttl(&url, &keys(&name).lock) > 10_000);
-
-        assert!(kill(&url, "normal") >= 1);
         let t = Instant::now();
-        lease.release().await.unwrap();
+        kill(&url, "normal");
+        match lease.release().await {
+            Ok(()) => assert!(!exists(&url, &keys(&name).lock)),
+            // Raced the kill: the release may not have run; the key expires.
+            Err(fencelock::Error::Redis { .. }) => {
+                raced += 1;
+                let _: () = redis::cmd("DEL")
+                    .arg(&keys(&name).lock)
+                    .query(&mut conn(&url))
+                    .unwrap();
+            }
+            Err(e) => panic!("release: {e}"),
+        }
         assert!(
             t.elapsed() < Duration::from_millis(500),
             "{:?}",
             t.elapsed()
         );
-        assert!(!exists(&url, &keys(&name).lock));
     }
+    // How many raced depends on the scheduler (none on a quiet machine);
+    // each race was reported at once and the retry succeeded.
+    eprintln!("{raced} of 15 operations raced the kill");
     // try_acquire, and a client that never waited before (no pub/sub yet).
-    assert!(kill(&url, "normal") >= 1);
-    let lease = client.try_acquire(&name, &now).await.unwrap().unwrap();
+    let (lease, _) = after_kill(&url, "try_acquire", || async {
+        client
+            .try_acquire(&name, &opts)
+            .await
+            .map(|l| l.expect("free"))
+    })
+    .await;
     lease.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_on_a_connection_killed_under_it_is_retried_once() {
+async fn a_command_on_a_connection_killed_under_it_is_not_resent() {
     let server = Server::start();
     let url = server.url();
     let client = Client::connect_with(url.as_str(), options()).await.unwrap();
@@ -131,30 +176,35 @@ async fn a_command_on_a_connection_killed_under_it_is_retried_once() {
         || blocked_clients(&url) == 1,
     )
     .await;
-    // The server drops the parked command unrun along with the connection.
+    // The client cannot know that the server dropped it unrun: the outcome
+    // is unknown, reported at once, and compensated by a release (parked by
+    // the pause in its turn), never by sending the acquire again.
     assert_eq!(kill(&url, "normal"), 1);
-    eventually(
-        Duration::from_secs(5),
-        "the retry is parked by the pause",
-        || blocked_clients(&url) == 1,
-    )
-    .await;
-    assert!(!acquiring.is_finished(), "{:?}", acquiring.await);
+    let err = tokio::time::timeout(Duration::from_secs(5), acquiring)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, fencelock::Error::Redis { .. }), "{err:?}");
     let _: () = redis::cmd("CLIENT")
         .arg("UNPAUSE")
         .query(&mut conn(&url))
         .unwrap();
-    let lease = tokio::time::timeout(Duration::from_secs(5), acquiring)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    // The killed attempt never ran: the retry got the first fence.
-    assert_eq!(lease.fence(), ahead + 1);
+    // close() waits for the compensating release.
+    client.close().await;
+    // The killed acquire never ran, and was not sent again: the counter
+    // is where the test put it.
     assert_eq!(
-        get(&url, &keys(&name).lock).as_deref(),
-        Some(lease.token().as_bytes())
+        get(&url, &keys(&name).fence).as_deref(),
+        Some(ahead.to_string().as_bytes())
     );
-    lease.release().await.unwrap();
     assert!(!exists(&url, &keys(&name).lock));
+    let acquires = commandstats(&url)
+        .into_iter()
+        .filter(|(cmd, _)| cmd == "evalsha" || cmd == "eval")
+        .map(|(_, calls)| calls)
+        .sum::<u64>();
+    // SCRIPT LOAD at connect, then: the release only (the killed acquire
+    // never ran, and was not sent twice).
+    assert_eq!(acquires, 1, "{:?}", commandstats(&url));
 }

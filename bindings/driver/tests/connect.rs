@@ -256,7 +256,7 @@ async fn rediss_urls_speak_tls_and_fail_cleanly_against_a_plain_server() {
 }
 
 #[tokio::test]
-async fn rediss_with_a_self_signed_certificate_and_insecure_fragment() {
+async fn rediss_with_a_self_signed_certificate_and_the_dangerous_option() {
     let dir = std::env::temp_dir().join(format!("fencelock-tls-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
@@ -306,8 +306,19 @@ async fn rediss_with_a_self_signed_certificate_and_insecure_fragment() {
         assert!(Instant::now() < deadline, "TLS port did not open");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let url = format!("rediss://:tls-pass-34@127.0.0.1:{tls_port}/0#insecure");
-    let client = Client::connect_with(url.as_str(), fast()).await.unwrap();
+    // Unverified only through the loudly named option (`#insecure` alone is
+    // refused; see tests/tls.rs).
+    let url = format!("rediss://:tls-pass-34@127.0.0.1:{tls_port}/0");
+    let insecure = ClientOptions {
+        tls: fencelock::TlsOptions {
+            dangerously_skip_verification: true,
+            ..fencelock::TlsOptions::default()
+        },
+        ..fast()
+    };
+    let client = Client::connect_with(url.as_str(), insecure.clone())
+        .await
+        .unwrap();
     let name = unique("tls");
     let lease = client
         .acquire(&name, &LockOptions::new(Duration::from_secs(5)))
@@ -319,7 +330,7 @@ async fn rediss_with_a_self_signed_certificate_and_insecure_fragment() {
         Some(lease.token().as_bytes())
     );
     // Waiting works over TLS too (the pub/sub connection is TLS as well).
-    let other = Client::connect_with(url.as_str(), fast()).await.unwrap();
+    let other = Client::connect_with(url.as_str(), insecure).await.unwrap();
     let waiter = tokio::spawn({
         let name = name.clone();
         async move {

@@ -3,51 +3,14 @@
 //! searched.
 
 mod common;
+#[path = "common/recorder.rs"]
+mod recorder;
 
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
 use fencelock::{Client, ClientOptions, LockOptions};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Metadata, Subscriber};
-
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<String>>>);
-
-struct Line<'a>(&'a mut String);
-
-impl Visit for Line<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, " {}={:?}", field.name(), value);
-    }
-}
-
-impl Subscriber for Recorder {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        let mut line = format!("span {}", span.metadata().name());
-        span.record(&mut Line(&mut line));
-        self.0.lock().unwrap().push(line);
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
-        let mut line = String::from("record");
-        values.record(&mut Line(&mut line));
-        self.0.lock().unwrap().push(line);
-    }
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut line = format!("{} {}", event.metadata().level(), event.metadata().target());
-        event.record(&mut Line(&mut line));
-        self.0.lock().unwrap().push(line);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
+use recorder::Recorder;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_token_or_password_in_any_log_event() {

@@ -1,0 +1,75 @@
+//! The README's least-privilege ACL line is exactly enough: a user created
+//! with it (read from the README, so the two cannot drift apart) acquires,
+//! extends, waits, is handed the lock on release, and releases.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fencelock::{Client, LockOptions};
+
+/// The `ACL SETUSER app ...` line of the README's Security section.
+fn readme_acl() -> Vec<String> {
+    let readme = include_str!("../../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER app on "))
+        .expect("the README has the ACL line");
+    line.split_whitespace().skip(1).map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_acl_is_enough_for_every_operation() {
+    let server = Server::start();
+    let mut acl: Vec<String> = readme_acl();
+    for arg in &mut acl {
+        if arg == ">password" {
+            *arg = ">acl-pass".to_owned();
+        }
+    }
+    let _: () = redis::cmd("ACL")
+        .arg(&acl)
+        .query(&mut conn(&server.url()))
+        .unwrap();
+    let url = format!("redis://app:acl-pass@127.0.0.1:{}/0", server.port);
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let name = unique("acl");
+    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::from_secs(5));
+    let holder = client.acquire(&name, &opts).await.unwrap();
+    holder.extend(None).await.unwrap();
+    // A waiter in another client (its own pub/sub connection) is handed the
+    // lock by the release notification, well before the 1 s retry timer.
+    let other = Client::connect(url.as_str()).await.unwrap();
+    assert!(other.try_acquire(&name, &opts).await.unwrap().is_none());
+    let waiting = tokio::spawn({
+        let name = name.clone();
+        let opts = opts.clone();
+        async move { other.acquire(&name, &opts).await }
+    });
+    eventually(Duration::from_secs(5), "the waiter subscribed", || {
+        numsub(&server.url(), &keys(&name).channel) == 1
+    })
+    .await;
+    let t = std::time::Instant::now();
+    holder.release().await.unwrap();
+    let lease = waiting.await.unwrap().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    lease.release().await.unwrap();
+    // Auto-renewal works too.
+    let renewed = client
+        .acquire(
+            &name,
+            &LockOptions::new(Duration::from_millis(300)).auto_renew(true),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await; // two renewals
+    assert!(!renewed.lost());
+    renewed.release().await.unwrap();
+    client.close().await;
+}

@@ -1,0 +1,35 @@
+"""Waiters of one client for one name are served in the order acquire was
+called (the place in the local line is taken inside the call)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import List, Tuple
+
+import fencelock
+
+
+def test_a_thousand_async_waiters_are_served_in_call_order(redis_url: str, name: str) -> None:
+    async def main() -> List[Tuple[int, int]]:
+        client = fencelock.AsyncClient(redis_url)
+        holder = await client.acquire(name, ttl=30)
+        served: List[Tuple[int, int]] = []
+
+        async def waiter(i: int) -> None:
+            lease = await client.acquire(name, ttl=30)
+            served.append((i, lease.fence))
+            await lease.release()
+
+        # Tasks start in creation order, each calling acquire at its start.
+        tasks = [asyncio.create_task(waiter(i)) for i in range(1000)]
+        await asyncio.sleep(0)
+        await holder.release()
+        await asyncio.gather(*tasks)
+        await client.close()
+        return served
+
+    served = asyncio.run(main())
+    assert len(served) == 1000
+    inversions = sum(1 for a, b in zip(served, served[1:]) if b[0] < a[0])
+    assert inversions == 0
+    assert all(b[1] > a[1] for a, b in zip(served, served[1:]))

@@ -1,0 +1,125 @@
+"""TLS against `redis-server --tls-port` with ci/tls.sh's certificates: a
+private CA works when given (path, os.PathLike or PEM), mutual TLS works and
+is required where configured, a wrong CA and a certificate for another host
+fail clearly, and nothing connects unverified without the loud option."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+import fencelock
+from conftest import Server
+from fltest import claim_ports, release_ports
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def certs() -> Path:
+    made = os.environ.get("FENCELOCK_TEST_TLS_DIR") or tempfile.mkdtemp(prefix="fencelock-tls-py-")
+    subprocess.run(["bash", str(ROOT / "ci" / "tls.sh"), made], check=True, stdout=subprocess.DEVNULL)
+    return Path(made)
+
+
+class TlsServer:
+    """A redis-server presenting `cert` (server or otherhost) on a TLS port
+    of its own (its plain port only serves the launcher's readiness check)."""
+
+    def __init__(self, certs: Path, cert: str, auth_clients: str) -> None:
+        self.port = claim_ports()[0]
+        self.server = Server(
+            "--tls-port", str(self.port),
+            "--tls-cert-file", str(certs / f"{cert}.crt"), "--tls-key-file", str(certs / f"{cert}.key"),
+            "--tls-ca-cert-file", str(certs / "ca.crt"), "--tls-auth-clients", auth_clients)
+
+    @property
+    def url(self) -> str:
+        return f"rediss://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.server.stop()
+        release_ports(self.port)
+
+
+@pytest.fixture
+def tls_server(certs: Path) -> Iterator[Any]:
+    servers: List[TlsServer] = []
+
+    def make(cert: str = "server", auth_clients: str = "no") -> TlsServer:
+        server = TlsServer(certs, cert, auth_clients)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def round_trip(client: fencelock.Client, name: str) -> None:
+    lease = client.acquire(name, ttl=5)
+    lease.extend()
+    lease.release()
+
+
+def test_a_private_ca_as_a_path_a_pathlike_or_pem_works(tls_server: Any, certs: Path, name: str) -> None:
+    server = tls_server()
+    ca = certs / "ca.crt"
+    for given in (str(ca), ca, ca.read_bytes(), ca.read_text()):
+        with fencelock.Client(server.url, tls_ca=given) as client:
+            round_trip(client, name)
+
+
+def test_the_system_store_does_not_trust_a_private_ca(tls_server: Any, name: str) -> None:
+    server = tls_server()
+    with fencelock.Client(server.url) as client:
+        with pytest.raises(fencelock.RedisError, match="certificate"):
+            client.acquire(name, ttl=5, wait=0)
+
+
+def test_a_wrong_ca_fails_clearly(tls_server: Any, certs: Path, name: str) -> None:
+    server = tls_server()
+    with fencelock.Client(server.url, tls_ca=certs / "other-ca.crt") as client:
+        with pytest.raises(fencelock.RedisError, match="UnknownIssuer"):
+            client.acquire(name, ttl=5, wait=0)
+
+
+def test_a_certificate_for_another_host_fails_clearly(tls_server: Any, certs: Path, name: str) -> None:
+    server = tls_server("otherhost")
+    with fencelock.Client(server.url, tls_ca=certs / "ca.crt") as client:
+        with pytest.raises(fencelock.RedisError, match="not valid for name"):
+            client.acquire(name, ttl=5, wait=0)
+
+
+def test_mutual_tls_works_and_is_required_where_configured(tls_server: Any, certs: Path, name: str) -> None:
+    server = tls_server(auth_clients="yes")
+    with fencelock.Client(server.url, tls_ca=certs / "ca.crt") as client:
+        with pytest.raises(fencelock.RedisError):
+            client.acquire(name, ttl=5, wait=0)
+    with fencelock.Client(server.url, tls_ca=certs / "ca.crt", tls_cert=certs / "client.crt",
+                          tls_key=certs / "client.key") as client:
+        round_trip(client, name)
+
+
+def test_skipping_verification_takes_the_loud_option(tls_server: Any, name: str) -> None:
+    server = tls_server("otherhost")
+    with pytest.raises(ValueError, match="dangerously"):
+        fencelock.Client(server.url + "#insecure")
+    with fencelock.Client(server.url, tls_dangerously_skip_verification=True) as client:
+        round_trip(client, name)
+
+
+def test_bad_tls_options_are_errors_at_construction(certs: Path) -> None:
+    with pytest.raises(ValueError):
+        fencelock.Client("rediss://127.0.0.1:1/0", tls_cert=certs / "client.crt")
+    with pytest.raises(ValueError):
+        fencelock.Client("rediss://127.0.0.1:1/0", tls_ca="/nonexistent/ca.crt")
+    with pytest.raises(ValueError):
+        fencelock.Client("redis://127.0.0.1:1/0", tls_ca=certs / "ca.crt")
+    with pytest.raises(TypeError):
+        fencelock.Client("rediss://127.0.0.1:1/0", tls_ca=42)  # type: ignore[arg-type]
