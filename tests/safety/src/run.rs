@@ -145,7 +145,7 @@ pub fn scenarios() -> Vec<Spec> {
           "pause-holder with the resource's fence check DISABLED: must report (a)") },
         Spec { control: true, time_share: 0.5,
           ..s("control-failover", Topo::Failover, Fault::Failover, false, false, 1000,
-          "failover with the resource's fence check DISABLED: must report (a)") },
+          "failover with the resource's fence check DISABLED, the dead primary's holder paused past the TTL: must report (a)") },
     ]
 }
 
@@ -494,6 +494,17 @@ impl Ctx<'_> {
                     }
                     sleep_ms(2).await;
                 }
+                // Control run: with time-based fences the promoted replica's
+                // holder gets the larger fence, so the dead primary's holder
+                // only writes stale if it outlives it: pause it meanwhile.
+                let paused = if self.spec.control {
+                    self.holder().await
+                } else {
+                    None
+                };
+                if let Some(i) = paused {
+                    self.signal_worker(i, Signal::SIGSTOP);
+                }
                 self.servers[p].kill_now(Signal::SIGKILL);
                 if let Some((_, died)) = self.unreplicated.last_mut().filter(|(_, d)| *d == 0) {
                     *died = mono_ns();
@@ -506,6 +517,10 @@ impl Ctx<'_> {
                 let new_primary = self.servers[r].port;
                 self.servers[p].restart(Some(new_primary)).await?;
                 self.servers[p].wait_replica_synced().await?;
+                if let Some(i) = paused {
+                    sleep_ms(self.spec.ttl_ms + 300).await;
+                    self.signal_worker(i, Signal::SIGCONT);
+                }
             }
             Fault::SentinelFailover => {
                 sleep_ms(self.rng.range(800, 1500)).await;
