@@ -27,15 +27,23 @@ function unavailable(why, cause) {
 
 function load() {
   if (process.env.FENCELOCK_FORCE_WASM === '1') throw unavailable('FENCELOCK_FORCE_WASM=1 is set')
-  const file = `fencelock.${process.platform}-${process.arch}${abi()}.node`
+  const platform = `${process.platform}-${process.arch}${abi()}`
+  const file = `fencelock.${platform}.node`
+  // A checkout (`npm run build`) has the addon beside this file; a registry
+  // install has it in the per-platform package npm picked from the
+  // optionalDependencies (napi-rs layout, see docs/releasing.md).
   const path = join(__dirname, file)
-  if (!existsSync(path)) {
-    throw unavailable(`${file} is missing; in a checkout, \`npm run build\` in ${__dirname} builds it`)
-  }
+  const target = existsSync(path) ? path : `fencelock-${platform}`
   try {
-    return require(path)
+    return require(target)
   } catch (err) {
-    throw unavailable(`${file} failed to load: ${err.message}`, err)
+    if (target !== path && err.code === 'MODULE_NOT_FOUND' && String(err.message).includes(target)) {
+      throw unavailable(
+        `neither ${file} nor the package ${target} is installed; ` +
+          `in a checkout, \`npm run build\` in ${__dirname} builds it`,
+      )
+    }
+    throw unavailable(`${target} failed to load: ${err.message}`, err)
   }
 }
 

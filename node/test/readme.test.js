@@ -26,13 +26,17 @@ function blocks(lang) {
 }
 
 // Inside the package directory, so `require('fencelock')` / `import 'fencelock'`
-// resolve to this package (self-reference through "exports").
-const tmp = path.join(__dirname, '.readme-tmp')
+// resolve to this package (self-reference through "exports"). ci/test-dist.sh
+// sets FENCELOCK_README_DIR to a directory where the packed tarballs were
+// installed, so the same snippets run against node_modules/fencelock there.
+const installed = process.env.FENCELOCK_README_DIR
+const cwd = installed ?? pkg
+const tmp = installed ?? path.join(__dirname, '.readme-tmp')
 fs.mkdirSync(tmp, { recursive: true })
 
 function run(file, env) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [file], { cwd: pkg, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.on('data', (d) => (out += d))
     child.stderr.on('data', (d) => (out += d))
@@ -75,9 +79,10 @@ test('README TypeScript quick start type-checks and runs', async () => {
       '--module', 'node16',
       '--moduleResolution', 'node16',
       '--types', 'node',
+      '--typeRoots', path.join(pkg, 'node_modules', '@types'),
       file,
     ],
-    { cwd: pkg, encoding: 'utf8' },
+    { cwd, encoding: 'utf8' },
   )
   assert.equal(tsc.status, 0, `${tsc.stdout}\n${tsc.stderr}`)
   const js = ts.transpileModule(source, {
