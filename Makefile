@@ -1,6 +1,6 @@
 # Entry points; the logic lives in the scripts (see README, "Testing").
 .PHONY: test setup test-rust test-python test-node test-interop wasm lint fmt \
-        demo safety bench redis-start redis-stop
+        demo safety bench redis-start redis-stop dist test-dist
 
 test:           ## everything: setup, redis-servers, all suites, stop
 	bash ci/test.sh
@@ -18,6 +18,9 @@ test-node:
 test-interop:   ## vectors, interop agents, MONITOR sameness
 	bash ci/test-interop.sh
 
+test-dist:      ## make dist, then install the artifacts without cargo and run the quick starts
+	bash ci/test-dist.sh
+
 wasm:           ## core dependency check; build fencelock/wasm, test it under Node, Bun, Deno
 	bash ci/test-wasm.sh
 
@@ -26,6 +29,9 @@ lint:           ## cargo fmt --check + clippy -D warnings (core + driver)
 
 fmt:            ## format core + driver in place
 	cargo fmt -p fencelock-core -p fencelock
+
+dist:           ## wheel, sdist, npm tarballs, crates -> dist/ (docs/releasing.md)
+	bash ci/dist.sh
 
 demo:           ## Python + Node workers on shared locks (REDIS_URL optional)
 	bash demo/run.sh

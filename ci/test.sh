@@ -55,6 +55,8 @@ suite rust bash ci/test-rust.sh
 suite wasm bash ci/test-wasm.sh
 CARGO_BUILD_TARGET=$host suite python bash ci/test-python.sh
 suite node bash ci/test-node.sh
+# make dist, then the wheel and npm tarballs installed and run without cargo.
+suite dist bash ci/test-dist.sh
 # Cross-language: vectors, interop agents, MONITOR sameness, the demo.
 suite interop bash ci/test-interop.sh
 # The 1-2 minute subset of `make safety` (own servers, no fuzzing).
