@@ -109,10 +109,17 @@ cd "$root"
 # 3. Rust: the two published crates (the bindings are publish = false).
 #    Packaged together, so fencelock's verify build resolves fencelock-core
 #    from the other .crate, not from crates.io.
+#    Cargo treats a registry crate of one version as immutable: it unpacks
+#    it once into $CARGO_HOME/registry/src and never rebuilds its compiled
+#    copy. Ours change under the same version until released, so drop both
+#    (the verify builds get their own target dir, holding nothing else).
 echo "dist: cargo package -p fencelock-core -p fencelock"
-cargo package --quiet --locked -p fencelock-core -p fencelock
-target_dir=${CARGO_TARGET_DIR:-$root/target}
-cp "$target_dir"/package/fencelock-core-"$version".crate "$target_dir"/package/fencelock-"$version".crate "$out/"
+pkg_target=$root/target/dist-package
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/fencelock-core-"$version" \
+  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/fencelock-"$version" \
+  "$pkg_target"/debug/{deps,.fingerprint,build}/*fencelock*
+CARGO_TARGET_DIR=$pkg_target cargo package --quiet --locked -p fencelock-core -p fencelock
+cp "$pkg_target"/package/fencelock-core-"$version".crate "$pkg_target"/package/fencelock-"$version".crate "$out/"
 
 echo "dist: $out"
 ls -l "$out" | awk 'NR > 1 { printf "  %-72s %9d bytes\n", $9, $5 }'
