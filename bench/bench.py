@@ -41,6 +41,7 @@ GROUPS = [
     ("node", "s3", ["fencelock", "fencelock-wasm:ioredis", "fencelock-wasm:node-redis", "redlock", "redlock:tuned", "semaphore",
                     "semaphore:tuned"]),
     ("rust", "s4", ["fencelock", "floor"]),
+    ("rust", "s1r", ["fencelock", "fencelock-replicas1"]),
     ("python", "s4", ["fencelock", "pottery"]),
     ("python-async", "s4", ["fencelock-async"]),
     ("node", "s4", ["fencelock", "redlock", "semaphore"]),
@@ -60,6 +61,7 @@ LANG_LABEL = {
 IMPL_LABEL = {
     "fencelock": "**fencelock**",
     "fencelock-async": "**fencelock**",
+    "fencelock-replicas1": "**fencelock**, replicas=1",
     "fencelock-wasm:ioredis": "**fencelock/wasm** over ioredis",
     "fencelock-wasm:node-redis": "**fencelock/wasm** over node-redis",
     "redis-py": "redis-py Lock",
@@ -80,6 +82,8 @@ IMPL_LABEL = {
 
 def runner_cmd(lang: str, scenario: str, impls: list[str], a) -> list[str]:
     common = ["--impls", ",".join(impls), "--url", a.url, "--urls", a.urls]
+    if scenario == "s1r":
+        common += ["--replica-url", a.replica_url]
     if scenario == "s2":
         common += ["--workers", "64"]
     elif scenario == "s3":
@@ -256,6 +260,24 @@ def write_results(a, agg, mem, rb, records, path, took, loads):
     cycle_table("s1", "S1 — uncontended: one client, sequential acquire + release", "")
     cycle_table("s2", "S2 — concurrent: 64 workers (threads / tasks / promises), each on its own key", "")
 
+    w("## S1r — what `replicas=1` costs: S1 on a primary with one replica\n")
+    w("Same client, same server: without and with `replicas=1` (every acquire is followed by `WAIT 1`, pipelined "
+      "with the script on the same connection, so still one round trip; the release needs no acknowledgement).\n")
+    w("| language | implementation | cycles/s | p50 ms | p99 ms | client CPU µs/cycle | µs per acquire+release | × replicas=0 |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for lang, sc, impls in GROUPS:
+        if sc != "s1r":
+            continue
+        base = agg.get((lang, "s1r", "fencelock"), {}).get("rate", float("nan"))
+        for i in impls:
+            g = agg.get((lang, "s1r", i))
+            if not g:
+                w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | failed | | | | | |")
+                continue
+            w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | {fmt(g['rate'])} | {ms(g['p50_us'])} | {ms(g['p99_us'])} | "
+              f"{fmt(g['cpu'], 1)} | {fmt(1e6 / g['rate'], 1)} | {ratio(g['rate'], base)} |")
+    w("")
+
     w("## S3 — contended: 8 workers on ONE key, ~0 ms hold\n")
     w("| language | implementation | acquisitions/s | wait p50 ms | wait p99 ms | fairness min/max | errors | client CPU µs/acq | × best peer |")
     w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -425,16 +447,17 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--raw", required=True)
     ap.add_argument("--rust-bin", required=True)
+    ap.add_argument("--replica-url", default="", help="a primary with one replica (scenario s1r)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--versions", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenarios (s1,s2,s3,s4,mem)")
+    ap.add_argument("--only", default="", help="comma-separated scenarios (s1,s2,s3,s4,s1r,mem)")
     ap.add_argument("--from-raw", action="store_true", help="only re-render --out from an earlier --raw file")
     a = ap.parse_args()
     a.rounds, a.secs, a.leases = (1, 0.3, 1000) if a.quick else (3, 1.5, 10_000)
     if a.from_raw:
         rerender(a)
         return
-    only = set(a.only.split(",")) if a.only else {"s1", "s2", "s3", "s4", "mem"}
+    only = set(a.only.split(",")) if a.only else {"s1", "s2", "s3", "s4", "s1r", "mem"}
     port = int(re.search(r":(\d+)", a.url.split("//", 1)[1]).group(1))
     started = time.time()
     load0 = os.getloadavg()[0]

@@ -115,6 +115,11 @@ bash "$ROOT/ci/redis.sh" stop >/dev/null 2>&1 || true
 bash "$ROOT/ci/redis.sh" start >/dev/null
 # shellcheck disable=SC1091
 . "$RUN_DIR/env"
+# S1r runs on the Sentinel group's primary (it has one replica).
+sentinel_port=${FENCELOCK_TEST_SENTINEL_URLS%%,*}
+sentinel_port=${sentinel_port##*:}
+replica_url="redis://$(redis-cli -p "$sentinel_port" SENTINEL get-master-addr-by-name \
+  "$FENCELOCK_TEST_SENTINEL_SERVICE" | paste -sd:)/0"
 
 versions=$(
   "$py" - <<'EOF'
@@ -127,7 +132,7 @@ versions="$(redis-server --version | sed -E 's/.*v=([0-9.]+).*/redis-server \1/'
 log "setup took $(( $(date +%s) - t0 ))s; running${QUICK:+ (QUICK)}"
 "$py" "$ROOT/bench/bench.py" \
   --url "$FENCELOCK_TEST_REDIS_URL" --urls "$FENCELOCK_TEST_REDLOCK_URLS" \
-  --rust-bin "$rel/fencelock-bench" \
+  --rust-bin "$rel/fencelock-bench" --replica-url "$replica_url" \
   --out "$OUT" --raw "$BUILD/bench/raw${QUICK:+-quick}.jsonl" \
   --versions "$versions" ${QUICK:+--quick} ${BENCH_ONLY:+--only "$BENCH_ONLY"}
 log "total $(( $(date +%s) - t0 ))s; table: $OUT"

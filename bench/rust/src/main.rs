@@ -2,12 +2,14 @@
 //! one or more implementations and prints one JSON line per implementation.
 //!
 //!     fencelock-bench SCENARIO --impls fencelock,floor --url redis://... \
-//!         [--urls u1,u2,...] [--secs 1.0] [--workers 64] [--leases 10000]
+//!         [--urls u1,u2,...] [--replica-url u] [--secs 1.0] [--workers 64] [--leases 10000]
 //!
 //! Scenarios: s1 (sequential acquire+release), s2 (N workers, own keys),
-//! s3 (N workers, one key), s4 (s1 over the Redlock URLs), mem (hold N
-//! leases, report the RSS growth, wait for a line on stdin, exit).
-//! Implementations: `fencelock` (the crate) and `floor` (hand-written
+//! s3 (N workers, one key), s4 (s1 over the Redlock URLs), s1r (s1 on a
+//! primary with one replica), mem (hold N leases, report the RSS growth,
+//! wait for a line on stdin, exit).
+//! Implementations: `fencelock` (the crate), `fencelock-replicas1` (the
+//! crate with `replicas: 1`) and `floor` (hand-written
 //! SET NX PX + EVALSHA compare-and-delete on one multiplexed redis-rs
 //! connection: the least any lock can do in two round trips).
 
@@ -36,6 +38,8 @@ struct Args {
     impls: Vec<String>,
     url: String,
     urls: Vec<String>,
+    /// A primary with one replica (s1r: what replicas=1 costs).
+    replica_url: String,
     secs: f64,
     workers: usize,
     leases: usize,
@@ -65,6 +69,7 @@ fn parse_args() -> Args {
         impls: split(get("impls", "fencelock")),
         url: get("url", "redis://127.0.0.1:6379/0"),
         urls: split(get("urls", "")),
+        replica_url: get("replica-url", ""),
         secs: get("secs", "1.0").parse().expect("--secs"),
         workers: get("workers", "1").parse().expect("--workers"),
         leases: get("leases", "10000").parse().expect("--leases"),
@@ -111,6 +116,15 @@ impl Impl {
     async fn open(kind: &str, urls: Vec<String>) -> Result<Impl, BoxError> {
         match kind {
             "fencelock" => Ok(Impl::Fencelock(Client::connect(urls).await?)),
+            // Every acquire waits for one replica's acknowledgement (WAIT 1,
+            // pipelined with the script).
+            "fencelock-replicas1" => {
+                let options = fencelock::ClientOptions {
+                    replicas: 1,
+                    ..fencelock::ClientOptions::default()
+                };
+                Ok(Impl::Fencelock(Client::connect_with(urls, options).await?))
+            }
             // The floor, but every operation runs in a freshly spawned task
             // the caller awaits: what one actor hop per operation costs.
             "floor-hop" => match Box::pin(Impl::open("floor", urls)).await? {
@@ -283,6 +297,7 @@ async fn phase(
 async fn run_cycles(args: &Args, kind: &str) -> Result<String, BoxError> {
     let (urls, workers, shared_key, wait_only) = match args.scenario.as_str() {
         "s1" => (vec![args.url.clone()], 1, false, false),
+        "s1r" => (vec![args.replica_url.clone()], 1, false, false),
         "s2" => (vec![args.url.clone()], args.workers, false, false),
         "s3" => (vec![args.url.clone()], args.workers, true, true),
         "s4" => (args.urls.clone(), 1, false, false),
