@@ -109,7 +109,7 @@ impl Client {
         let _ = driver::epoch();
         if options.topology != crate::Topology::Standalone {
             let (node, notifier) =
-                crate::topology::connect(&parsed, &options, &tls, &handle).await?;
+                crate::deployment::connect(&parsed, &options, &tls, &handle).await?;
             let labels = vec![node.label().to_owned()];
             return Ok(Self::assemble(
                 vec![node],

@@ -80,6 +80,7 @@
 mod client;
 mod cluster;
 mod connection;
+mod deployment;
 mod driver;
 mod lease;
 mod link;
