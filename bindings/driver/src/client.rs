@@ -3,6 +3,7 @@
 //! `try_acquire`.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -12,29 +13,13 @@ use fencelock_core::{
 use tokio::sync::{oneshot, watch};
 
 use crate::connection::{manager_config, Connected, Node};
+use crate::connections::Connections;
 use crate::driver::{self, Job};
-use crate::lease::Lease;
+use crate::lease::{Granted, Lease};
 use crate::notify::Notifier;
 use crate::queue::NameQueues;
 use crate::tls::Tls;
 use crate::{ClientOptions, IntoUrls, LockOptions};
-
-/// What every lease actor of a client shares.
-pub(crate) struct Connections {
-    pub nodes: Vec<Node>,
-    pub notifier: Arc<Notifier>,
-    /// `true` once [`Client::close`] ran: actors stop renewing and leave.
-    pub closed: watch::Sender<bool>,
-    /// `replicas=N`: how many replicas must acknowledge, and how long
-    /// `WAIT` may take.
-    pub replicas: (u32, std::time::Duration),
-    /// A release's notification was refused (`Event::NotPublished`) and
-    /// logged: said once per client, not once per release.
-    pub not_published_logged: AtomicBool,
-    /// Every lease actor, so `close` can wait for those still finishing a
-    /// release (a failed or cancelled acquire's compensation).
-    pub actors: tokio_util::task::TaskTracker,
-}
 
 /// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
 /// clones and all leases share one multiplexed connection (plus one pub/sub
@@ -106,7 +91,7 @@ impl Client {
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
         // Make sure the clock's epoch predates every lock.
-        let _ = driver::epoch();
+        let _ = crate::clock::epoch();
         if options.topology != crate::Topology::Standalone {
             let (node, notifier) =
                 crate::deployment::connect(&parsed, &options, &tls, &handle).await?;
@@ -351,18 +336,19 @@ pub struct Acquire {
     state: Result<Acquiring, Option<Error>>,
 }
 
-impl fmt::Debug for Acquire {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Acquire")
+impl Acquire {
+    /// Resolve to a [`Granted`] lease instead, claimed by the caller when it
+    /// has really taken it: for front ends whose hand-over can still fail
+    /// after this future is done (a cancelled asyncio task, an aborted JS
+    /// signal). A `Granted` dropped unclaimed is released by the driver.
+    pub fn granted(self) -> Granting {
+        Granting(self)
     }
-}
 
-impl std::future::Future for Acquire {
-    type Output = Result<Lease, Error>;
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
+    fn poll_granted(
+        &mut self,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
+    ) -> std::task::Poll<Result<Granted, Error>> {
         match &mut self.state {
             Ok(acquiring) => std::pin::Pin::new(acquiring).poll(cx),
             Err(e) => std::task::Poll::Ready(Err(e
@@ -372,9 +358,47 @@ impl std::future::Future for Acquire {
     }
 }
 
+impl fmt::Debug for Acquire {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Acquire")
+    }
+}
+
+impl Future for Acquire {
+    type Output = Result<Lease, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.poll_granted(cx).map(|r| r.map(Granted::claim))
+    }
+}
+
+/// [`Acquire::granted`]: resolves to a lease still to be claimed.
+#[must_use = "an acquire is cancelled when dropped"]
+#[derive(Debug)]
+pub struct Granting(Acquire);
+
+impl Future for Granting {
+    type Output = Result<Granted, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.poll_granted(cx)
+    }
+}
+
 /// A [`Client::try_acquire`] in progress: `None` if someone else holds the lock.
 #[must_use = "an acquire is cancelled when dropped"]
 pub struct TryAcquire(Acquire);
+
+impl TryAcquire {
+    /// [`Acquire::granted`] for one attempt.
+    pub fn granted(self) -> TryGranting {
+        TryGranting(self.0)
+    }
+}
 
 impl fmt::Debug for TryAcquire {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -382,23 +406,45 @@ impl fmt::Debug for TryAcquire {
     }
 }
 
-impl std::future::Future for TryAcquire {
+/// "Someone else holds it" is `None` for a try-once acquire.
+fn held_is_none<T>(result: Result<T, Error>) -> Result<Option<T>, Error> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(Error::NotAcquired { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Future for TryAcquire {
     type Output = Result<Option<Lease>, Error>;
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| match r {
-            Ok(lease) => Ok(Some(lease)),
-            Err(Error::NotAcquired { .. }) => Ok(None),
-            Err(e) => Err(e),
-        })
+        self.0
+            .poll_granted(cx)
+            .map(|r| held_is_none(r.map(Granted::claim)))
+    }
+}
+
+/// [`TryAcquire::granted`]: `None` if someone else holds the lock.
+#[must_use = "an acquire is cancelled when dropped"]
+#[derive(Debug)]
+pub struct TryGranting(Acquire);
+
+impl Future for TryGranting {
+    type Output = Result<Option<Granted>, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.poll_granted(cx).map(held_is_none)
     }
 }
 
 /// The caller's side of an acquire.
 struct Acquiring {
-    rx: oneshot::Receiver<Result<Lease, Error>>,
+    rx: oneshot::Receiver<Result<Granted, Error>>,
     /// Shared with the actor and, through its turn, with the local queue.
     cancelled: Arc<AtomicBool>,
     /// Our place in line until the actor takes it.
@@ -420,21 +466,15 @@ impl Drop for Acquiring {
     }
 }
 
-impl std::future::Future for Acquiring {
-    type Output = Result<Lease, Error>;
+impl Future for Acquiring {
+    type Output = Result<Granted, Error>;
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| {
             self.answered = true;
-            let result = r.unwrap_or_else(|_| {
-                Err(Error::redis(None, "the lock driver stopped unexpectedly"))
-            });
-            if let Ok(lease) = &result {
-                lease.claim();
-            }
-            result
+            r.unwrap_or_else(|_| Err(Error::redis(None, "the lock driver stopped unexpectedly")))
         })
     }
 }

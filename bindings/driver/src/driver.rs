@@ -7,112 +7,18 @@
 //! future, the actor cancels the core and drives the compensating release to
 //! the end.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use fencelock_core::{Error, Event, Instant, Lock, LockConfig, State, Ttl, Wait};
+use fencelock_core::{Error, Event, Instant, Lock, LockConfig, State, Wait};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::client::Connections;
-use crate::lease::Lease;
+use crate::clock::{now, to_tokio};
+use crate::connections::Connections;
+use crate::lease::{Granted, Lease, LeaseParts, Request, Shared};
 use crate::notify::Subscription;
 use crate::queue::{Place, SharedPlace, Turn};
-
-// ---- time -------------------------------------------------------------------
-
-static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-
-/// The process-wide origin of the core's clock.
-pub(crate) fn epoch() -> std::time::Instant {
-    *EPOCH.get_or_init(std::time::Instant::now)
-}
-
-pub(crate) fn now() -> Instant {
-    Instant::from_epoch(epoch().elapsed())
-}
-
-fn to_tokio(at: Instant) -> tokio::time::Instant {
-    let epoch = epoch();
-    let at = epoch
-        .checked_add(at.since_epoch())
-        .unwrap_or_else(|| epoch + Duration::from_secs(86_400 * 365 * 30));
-    tokio::time::Instant::from_std(at)
-}
-
-// ---- what the lease and the actor share -------------------------------------
-
-/// Getters the lease reads without talking to the actor.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// Validity deadline as nanoseconds since the epoch; 0 = none/released.
-    valid_until_ns: AtomicU64,
-    lost: AtomicBool,
-    /// Released (or the release failed): nothing is valid any more.
-    over: AtomicBool,
-    /// The acquire caller took the lease out of the channel. A lease dropped
-    /// before that (the acquire future was dropped right after the lock was
-    /// won) is released at once instead of being left to expire.
-    claimed: AtomicBool,
-    lost_tx: watch::Sender<bool>,
-}
-
-impl Shared {
-    fn new() -> Self {
-        Shared {
-            valid_until_ns: AtomicU64::new(0),
-            lost: AtomicBool::new(false),
-            over: AtomicBool::new(false),
-            claimed: AtomicBool::new(false),
-            lost_tx: watch::Sender::new(false),
-        }
-    }
-
-    pub(crate) fn valid_for(&self) -> Duration {
-        if self.lost.load(Ordering::Acquire) || self.over.load(Ordering::Acquire) {
-            return Duration::ZERO;
-        }
-        let until = self.valid_until_ns.load(Ordering::Acquire);
-        let now = epoch().elapsed().as_nanos() as u64;
-        Duration::from_nanos(until.saturating_sub(now))
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn lost_watch(&self) -> watch::Receiver<bool> {
-        self.lost_tx.subscribe()
-    }
-
-    fn publish(&self, lock: &Lock) {
-        let until = lock
-            .valid_until()
-            .map(|t| u64::try_from(t.since_epoch().as_nanos()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        self.valid_until_ns.store(until, Ordering::Release);
-        // The core owns the lost flag; the lease's getters read this copy.
-        if lock.is_lost() && !self.is_lost() {
-            self.mark_lost();
-        }
-    }
-
-    pub(crate) fn claim(&self) {
-        self.claimed.store(true, Ordering::Release);
-    }
-
-    fn mark_lost(&self) {
-        self.lost.store(true, Ordering::Release);
-        self.lost_tx.send_replace(true);
-    }
-}
-
-/// What a lease asks its actor to do.
-pub(crate) enum Request {
-    Extend(Option<Ttl>, oneshot::Sender<Result<(), Error>>),
-    Release(oneshot::Sender<Result<(), Error>>),
-}
 
 enum Pending {
     Extend(oneshot::Sender<Result<(), Error>>),
@@ -129,7 +35,7 @@ pub(crate) struct Job {
     pub config: LockConfig,
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
-    pub reply: oneshot::Sender<Result<Lease, Error>>,
+    pub reply: oneshot::Sender<Result<Granted, Error>>,
 }
 
 fn closed_error(config: &LockConfig) -> Error {
@@ -200,10 +106,12 @@ pub(crate) async fn run(job: Job) {
     };
 
     // Phase 2: the remote protocol.
-    let name = config.name.clone();
-    let token = config.token.0.clone();
-    let ttl = config.ttl.as_duration();
-    let auto_renew = config.auto_renew;
+    let parts = LeaseParts {
+        name: config.name.clone(),
+        token: config.token.0.clone(),
+        ttl: config.ttl.as_duration(),
+        auto_renew: config.auto_renew,
+    };
     let mut lock = Lock::new(config);
     let (replicas, replica_timeout) = conns.replicas;
     lock.require_replicas(replicas, replica_timeout);
@@ -220,7 +128,7 @@ pub(crate) async fn run(job: Job) {
         shared: Arc::new(Shared::new()),
         requests: None,
         abandoned: false,
-        lease_parts: Some((name, token, ttl, auto_renew)),
+        lease_parts: Some(parts),
         acquire_deadline,
         give_up: watch::Sender::new(false),
     };
@@ -230,7 +138,7 @@ pub(crate) async fn run(job: Job) {
 struct Actor<'a> {
     conns: &'a Arc<Connections>,
     /// The acquire caller, until the lease is handed over.
-    reply: Option<oneshot::Sender<Result<Lease, Error>>>,
+    reply: Option<oneshot::Sender<Result<Granted, Error>>>,
     turn: Option<Turn>,
     subscription: Option<Subscription>,
     pending: Option<Pending>,
@@ -238,7 +146,7 @@ struct Actor<'a> {
     requests: Option<mpsc::UnboundedReceiver<Request>>,
     /// The caller went away after the lock was acquired: release it.
     abandoned: bool,
-    lease_parts: Option<(fencelock_core::LockName, String, Duration, bool)>,
+    lease_parts: Option<LeaseParts>,
     /// When an acquire that cannot reach its node stops trying.
     acquire_deadline: Option<tokio::time::Instant>,
     /// Set when the caller cancels or the client closes: commands still
@@ -341,7 +249,7 @@ impl Actor<'_> {
                         Some(request) => self.on_request(lock, request),
                         None => {
                             lease_dropped = true;
-                            if !self.shared.claimed.load(Ordering::Acquire) && lock.state() == State::Held {
+                            if !self.shared.is_claimed() && lock.state() == State::Held {
                                 // Won, but the caller was gone before taking
                                 // the lease: release, do not leave it held.
                                 tracing::debug!(lock = %lock.name(), "lease never claimed; releasing");
@@ -402,19 +310,16 @@ impl Actor<'_> {
                 self.shared.publish(lock);
                 let (tx, rx) = mpsc::unbounded_channel();
                 self.requests = Some(rx);
-                let (name, token, ttl, auto_renew) =
-                    self.lease_parts.take().expect("acquired once");
+                let parts = self.lease_parts.take().expect("acquired once");
                 let lease = Lease::new(
-                    name,
-                    token,
+                    parts,
                     fence,
-                    ttl,
-                    auto_renew,
                     Arc::clone(&self.shared),
                     tx,
+                    tokio::runtime::Handle::current(),
                 );
                 let delivered = match self.reply.take() {
-                    Some(reply) => reply.send(Ok(lease)).is_ok(),
+                    Some(reply) => reply.send(Ok(Granted::new(lease))).is_ok(),
                     None => false,
                 };
                 if !delivered {
@@ -448,7 +353,7 @@ impl Actor<'_> {
             Event::Released(result) => {
                 self.turn = None;
                 self.subscription = None;
-                self.shared.over.store(true, Ordering::Release);
+                self.shared.mark_over();
                 if let Some(Pending::Release(tx)) = self.pending.take() {
                     let _ = tx.send(result);
                 } else if let Err(e) = result {

@@ -1,14 +1,106 @@
 //! [`Lease`]: a held lock. Getters are synchronous reads of state the lease's
-//! actor publishes; `extend`/`release` are requests to that actor.
+//! actor publishes ([`Shared`]); `extend`/`release` are [`Request`]s to that
+//! actor. [`Granted`]: a lease on its way to its caller, released if it never
+//! arrives.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock_core::{Error, LockName, Ttl};
-use tokio::sync::{mpsc, oneshot};
+use fencelock_core::{Error, Lock, LockName, Ttl};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::driver::{Request, Shared};
+use crate::clock;
+
+/// How a lease ended, as far as its holder can learn: the one loss watcher
+/// ([`Lease::on_lost`], [`Lease::lost_signal`]) waits on this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fate {
+    Held,
+    /// Renewal, extend or release found it gone, or its validity ran out.
+    Lost,
+    /// Released (or the release failed) before it was lost: it never will be.
+    Released,
+}
+
+/// Getters the lease reads without talking to the actor; written by the actor.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Validity deadline as nanoseconds since the epoch; 0 = none/released.
+    valid_until_ns: AtomicU64,
+    lost: AtomicBool,
+    /// Released (or the release failed): nothing is valid any more.
+    over: AtomicBool,
+    /// The acquire caller took the lease (see [`Granted`]). A lease dropped
+    /// before that is released at once instead of being left to expire.
+    claimed: AtomicBool,
+    fate: watch::Sender<Fate>,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Shared {
+            valid_until_ns: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
+            over: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
+            fate: watch::Sender::new(Fate::Held),
+        }
+    }
+
+    fn valid_for(&self) -> Duration {
+        if self.is_lost() || self.over.load(Ordering::Acquire) {
+            return Duration::ZERO;
+        }
+        let until = self.valid_until_ns.load(Ordering::Acquire);
+        let now = clock::epoch().elapsed().as_nanos() as u64;
+        Duration::from_nanos(until.saturating_sub(now))
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_claimed(&self) -> bool {
+        self.claimed.load(Ordering::Acquire)
+    }
+
+    /// Copy what the getters show from the core.
+    pub(crate) fn publish(&self, lock: &Lock) {
+        let until = lock.valid_until().map(clock::nanos).unwrap_or(0);
+        self.valid_until_ns.store(until, Ordering::Release);
+        // The core owns the lost flag; the lease's getters read this copy.
+        if lock.is_lost() && !self.is_lost() {
+            self.mark_lost();
+        }
+    }
+
+    /// Lost: marked before anything reports it, so whatever reports the
+    /// loss (a log handler, a callback) finds the lease already lost.
+    pub(crate) fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Release);
+        self.fate.send_replace(Fate::Lost);
+    }
+
+    /// Released (whatever the outcome); a lost lease stays lost.
+    pub(crate) fn mark_over(&self) {
+        self.over.store(true, Ordering::Release);
+        self.fate.send_if_modified(|fate| {
+            let held = *fate == Fate::Held;
+            if held {
+                *fate = Fate::Released;
+            }
+            held
+        });
+    }
+}
+
+/// What a lease asks its actor to do.
+pub(crate) enum Request {
+    Extend(Option<Ttl>, oneshot::Sender<Result<(), Error>>),
+    Release(oneshot::Sender<Result<(), Error>>),
+}
 
 /// A held lock. Dropping it without [`Lease::release`] stops any
 /// auto-renewal and leaves the key to expire by its TTL.
@@ -22,18 +114,32 @@ pub struct Lease {
     auto_renew: bool,
     shared: Arc<Shared>,
     requests: mpsc::UnboundedSender<Request>,
+    /// The client's runtime: loss watchers run there.
+    runtime: tokio::runtime::Handle,
+}
+
+/// The parts of a [`Lease`] known before the lock is won.
+pub(crate) struct LeaseParts {
+    pub name: LockName,
+    pub token: String,
+    pub ttl: Duration,
+    pub auto_renew: bool,
 }
 
 impl Lease {
     pub(crate) fn new(
-        name: LockName,
-        token: String,
+        parts: LeaseParts,
         fence: u64,
-        ttl: Duration,
-        auto_renew: bool,
         shared: Arc<Shared>,
         requests: mpsc::UnboundedSender<Request>,
+        runtime: tokio::runtime::Handle,
     ) -> Lease {
+        let LeaseParts {
+            name,
+            token,
+            ttl,
+            auto_renew,
+        } = parts;
         Lease {
             name,
             token,
@@ -42,12 +148,8 @@ impl Lease {
             auto_renew,
             shared,
             requests,
+            runtime,
         }
-    }
-
-    /// The acquire caller has it now (see `Shared::claimed`).
-    pub(crate) fn claim(&self) {
-        self.shared.claim();
     }
 
     /// The lock's name, as given to `acquire`.
@@ -95,10 +197,33 @@ impl Lease {
     /// Resolves when the lease is lost (renewal failed or validity ran out);
     /// never resolves if it is released first.
     pub async fn lost_signal(&self) {
-        let mut lost = self.shared.lost_watch();
-        if lost.wait_for(|lost| *lost).await.is_err() {
+        let mut fate = self.shared.fate.subscribe();
+        if fate.wait_for(|fate| *fate == Fate::Lost).await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+
+    /// Call `callback` once, as soon as the lease is known lost (at once if
+    /// it already is). Never after a release, nor once the lease is dropped
+    /// (its key then expires unwatched). The callback runs on the client
+    /// runtime's blocking pool, so it may block, take the GIL or call back
+    /// into fencelock without stalling the runtime. Every front end's
+    /// lost-lease notification (Python `on_lost`, Node `lease.signal`) is
+    /// this one watcher.
+    pub fn on_lost(&self, callback: impl FnOnce() + Send + 'static) {
+        // Only a receiver: the watcher does not keep the lease's state alive,
+        // so it ends when the lease and its actor are gone.
+        let mut fate = self.shared.fate.subscribe();
+        let runtime = self.runtime.clone();
+        self.runtime.spawn(async move {
+            let lost = matches!(
+                fate.wait_for(|fate| *fate != Fate::Held).await.as_deref(),
+                Ok(Fate::Lost)
+            );
+            if lost {
+                let _ = runtime.spawn_blocking(callback).await;
+            }
+        });
     }
 
     /// Extend to `ttl` (default: the lease's ttl) from now; `LockLost` if gone.
@@ -148,5 +273,36 @@ impl fmt::Debug for Lease {
             .field("lost", &self.lost())
             .field("auto_renew", &self.auto_renew)
             .finish()
+    }
+}
+
+/// A lease won for a caller that has not taken it yet (see
+/// `Acquire::granted`). Dropping it releases the lock in the background:
+/// the caller went away (a cancelled task or future, an aborted signal, a
+/// value a front end could not hand over), so nothing is left held until
+/// its TTL. [`Granted::claim`] hands the lease over; from then on dropping
+/// the [`Lease`] leaves the key to expire, as documented there.
+///
+/// This is fencelock's one abandon path: an acquire future dropped before
+/// the grant, a grant nobody received, and a `Granted` dropped all end in
+/// the lease actor's compensating release.
+#[derive(Debug)]
+#[must_use = "a Granted dropped unclaimed releases the lock"]
+pub struct Granted(Lease);
+
+impl Granted {
+    pub(crate) fn new(lease: Lease) -> Self {
+        Granted(lease)
+    }
+
+    /// The lease, to read before deciding to keep it.
+    pub fn lease(&self) -> &Lease {
+        &self.0
+    }
+
+    /// Take the lease: the caller has it now.
+    pub fn claim(self) -> Lease {
+        self.0.shared.claimed.store(true, Ordering::Release);
+        self.0
     }
 }

@@ -78,8 +78,10 @@
 //! cause, never a token or a password.
 
 mod client;
+mod clock;
 mod cluster;
 mod connection;
+mod connections;
 mod deployment;
 mod driver;
 mod lease;
@@ -94,11 +96,11 @@ mod url;
 
 use std::time::Duration;
 
-pub use client::{Acquire, Client, TryAcquire};
+pub use client::{Acquire, Client, Granting, TryAcquire, TryGranting};
 pub use fencelock_core::{
     Error, LockName, NotAcquiredReason, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
-pub use lease::Lease;
+pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
 
