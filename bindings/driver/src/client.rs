@@ -17,7 +17,7 @@ use crate::connections::Connections;
 use crate::driver::{self, Job};
 use crate::lease::{Granted, Lease};
 use crate::notify::Notifier;
-use crate::queue::NameQueues;
+use crate::queue::{NameQueues, Place};
 use crate::tls::Tls;
 use crate::{ClientOptions, IntoUrls, LockOptions};
 
@@ -267,12 +267,17 @@ impl Client {
         let (reply, rx) = oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
         // In line now, in call order, before anything is spawned or awaited.
-        let place = Arc::new(std::sync::Mutex::new(Some(
-            self.inner
-                .queues
-                .slot(config.name.as_bytes())
-                .line_up(&cancelled),
-        )));
+        let place = self
+            .inner
+            .queues
+            .slot(config.name.as_bytes())
+            .line_up(&cancelled);
+        if matches!(place, Place::Waiting(_)) {
+            // Local contention, visible in the logs; emitted after the place
+            // is taken, so a reader of this line knows the order is fixed.
+            tracing::debug!(lock = %config.name, "in line behind an earlier acquire of this client");
+        }
+        let place = Arc::new(std::sync::Mutex::new(Some(place)));
         let actors = conns.actors.clone();
         actors.spawn_on(
             driver::run(Job {
