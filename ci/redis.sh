@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Start/stop the harness's redis-servers on loopback ports from ci/ports.sh,
 # under a run directory in .build/: one single node, 5 independent nodes
-# (Redlock), a 3-primary + 3-replica Redis Cluster, and a primary + replica
-# watched by 3 Sentinels (service "mymaster").
+# (Redlock), a 3-primary + 3-replica Redis Cluster, a primary + replica
+# watched by 3 Sentinels (service "mymaster"), and, TLS-only for clients
+# with ci/tls.sh's certificates (private CA, client certificates required),
+# a 3-primary cluster and a primary behind one Sentinel.
 #   ci/redis.sh start   -> writes $RUN_DIR/env (FENCELOCK_TEST_REDIS_URL,
 #                          FENCELOCK_TEST_REDLOCK_URLS, FENCELOCK_TEST_CLUSTER_URLS,
-#                          FENCELOCK_TEST_SENTINEL_URLS, FENCELOCK_TEST_SENTINEL_SERVICE);
-#                          no-op if already up
+#                          FENCELOCK_TEST_SENTINEL_URLS, FENCELOCK_TEST_SENTINEL_SERVICE,
+#                          FENCELOCK_TEST_TLS_DIR, FENCELOCK_TEST_TLS_CLUSTER_URLS,
+#                          FENCELOCK_TEST_TLS_SENTINEL_URLS); no-op if already up
 #   ci/redis.sh stop    -> stops exactly the servers this directory started
 # FENCELOCK_REDIS_RUN_DIR overrides the run directory (ci/test.sh uses its own
 # so it never stops servers a developer started with `make redis-start`).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUN_DIR=${FENCELOCK_REDIS_RUN_DIR:-$ROOT/.build/redis}
-NODES=(single r1 r2 r3 r4 r5 c1 c2 c3 c4 c5 c6 sp sr s1 s2 s3)
+NODES=(single r1 r2 r3 r4 r5 c1 c2 c3 c4 c5 c6 sp sr s1 s2 s3 tc1 tc2 tc3 tsp ts1)
 SERVICE=mymaster
 
 # True if $1 is alive and really a redis-server (a stale pidfile from an
@@ -126,6 +129,76 @@ start_cluster() {
   return 1
 }
 
+# A node that serves clients over TLS on a port of its own (its plain port
+# serves the readiness checks here), requires client certificates, and uses
+# TLS (with the client certificate) for replication and the cluster bus.
+# Prints its TLS port; the plain one is in $RUN_DIR/NAME.port.
+#   start_tls_node NAME [redis-server args...]
+start_tls_node() {
+  local name=$1 tport pid
+  shift
+  tport=$(bash "$ROOT/ci/ports.sh" claim --owner $$)
+  start_node "$name" --tls-port "$tport" \
+    --tls-cert-file "$TLS_DIR/server.crt" --tls-key-file "$TLS_DIR/server.key" \
+    --tls-client-cert-file "$TLS_DIR/client.crt" --tls-client-key-file "$TLS_DIR/client.key" \
+    --tls-ca-cert-file "$TLS_DIR/ca.crt" --tls-auth-clients yes --tls-replication yes "$@" >/dev/null
+  pid=$(cat "$RUN_DIR/$(cat "$RUN_DIR/$name.port").pid")
+  bash "$ROOT/ci/ports.sh" own "$tport" --owner "$pid"
+  echo "$tport" >"$RUN_DIR/$name-tls.port"
+  echo "$tport"
+}
+
+# Three TLS primaries, no replicas (enough for routing and TLS to every
+# node; the plain cluster covers failover), created over TLS. The cluster bus
+# (TLS too) is on the TLS port + 10000, which ci/ports.sh's claim covers.
+# Prints the TLS seed URLs.
+start_tls_cluster() {
+  local n port tport ports=() addrs=() urls=()
+  for n in tc1 tc2 tc3; do
+    tport=$(start_tls_node "$n" --cluster-enabled yes --tls-cluster yes \
+      --cluster-config-file "nodes-$n.conf" --cluster-node-timeout 2000)
+    ports+=("$(cat "$RUN_DIR/$n.port")"); addrs+=("127.0.0.1:$tport"); urls+=("rediss://127.0.0.1:$tport")
+  done
+  redis-cli --tls --cacert "$TLS_DIR/ca.crt" --cert "$TLS_DIR/client.crt" --key "$TLS_DIR/client.key" \
+    --cluster create "${addrs[@]}" --cluster-yes >"$RUN_DIR/tls-cluster-create.log" 2>&1 ||
+    { echo "redis.sh: TLS cluster create failed, see $RUN_DIR/tls-cluster-create.log" >&2; return 1; }
+  for _ in $(seq 200); do
+    local ok=0
+    for port in "${ports[@]}"; do
+      redis-cli -p "$port" CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok' && ok=$((ok + 1))
+    done
+    if [ $ok -eq 3 ]; then (IFS=,; echo "${urls[*]}"); return 0; fi
+    sleep 0.1
+  done
+  echo "redis.sh: the TLS cluster did not reach cluster_state:ok" >&2
+  return 1
+}
+
+# A TLS primary watched by one TLS Sentinel (which reaches it over TLS with
+# its client certificate). Prints the Sentinel's TLS URL.
+start_tls_sentinel() {
+  local primary tport conf
+  primary=$(start_tls_node tsp)
+  conf=$RUN_DIR/sentinel-ts1.conf
+  cat >"$conf" <<CONF
+sentinel monitor $SERVICE 127.0.0.1 $primary 1
+sentinel down-after-milliseconds $SERVICE 1000
+CONF
+  tport=$(CONF=$conf start_tls_node ts1 --sentinel)
+  for _ in $(seq 200); do
+    if [ "$(redis-cli -p "$(cat "$RUN_DIR/ts1.port")" SENTINEL get-master-addr-by-name "$SERVICE" 2>/dev/null |
+          tail -1)" = "$primary" ] &&
+       redis-cli -p "$(cat "$RUN_DIR/ts1.port")" SENTINEL master "$SERVICE" 2>/dev/null |
+          grep -qx 'master'; then
+      echo "rediss://127.0.0.1:$tport"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "redis.sh: the TLS Sentinel did not see its primary" >&2
+  return 1
+}
+
 # A primary, its replica, and three Sentinels (quorum 2) that fail over
 # within ~2 s of the primary going down. Prints the Sentinel URLs.
 start_sentinels() {
@@ -178,6 +251,9 @@ case "${1:-}" in
     for n in r1 r2 r3 r4 r5; do urls+=("redis://127.0.0.1:$(start_node "$n")/0"); done
     cluster=$(start_cluster)
     sentinels=$(start_sentinels)
+    TLS_DIR=$(bash "$ROOT/ci/tls.sh" "$RUN_DIR/tls")
+    tls_cluster=$(start_tls_cluster)
+    tls_sentinel=$(start_tls_sentinel)
     trap - ERR
     {
       echo "FENCELOCK_TEST_REDIS_URL=redis://127.0.0.1:$single/0"
@@ -185,6 +261,9 @@ case "${1:-}" in
       echo "FENCELOCK_TEST_CLUSTER_URLS=$cluster"
       echo "FENCELOCK_TEST_SENTINEL_URLS=$sentinels"
       echo "FENCELOCK_TEST_SENTINEL_SERVICE=$SERVICE"
+      echo "FENCELOCK_TEST_TLS_DIR=$TLS_DIR"
+      echo "FENCELOCK_TEST_TLS_CLUSTER_URLS=$tls_cluster"
+      echo "FENCELOCK_TEST_TLS_SENTINEL_URLS=$tls_sentinel"
     } >"$RUN_DIR/env"
     echo "redis.sh: started; env in $RUN_DIR/env"
     cat "$RUN_DIR/env"

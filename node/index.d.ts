@@ -49,6 +49,11 @@ export interface TlsOptions {
   /** The client certificate's private key. */
   key?: string | Buffer
   /**
+   * Check the server certificate against this name (DNS name or IP) instead
+   * of the URL's host, on every connection (not with `topology: 'cluster'`).
+   */
+  serverName?: string
+  /**
    * DANGER: accept any server certificate for any name (logs a warning).
    * Throwaway test servers only; also what a `#insecure` URL needs.
    */

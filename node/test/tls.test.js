@@ -12,7 +12,7 @@ const path = require('node:path')
 const crypto = require('node:crypto')
 const { execFileSync } = require('node:child_process')
 const { Client, RedisError } = require('..')
-const { uniqueName, startRedis } = require('./helpers.js')
+const { uniqueName, startRedis, harnessEnv } = require('./helpers.js')
 const { claimPorts, releasePorts, startServer } = require('../../tests/support/fltest.js')
 
 const certs =
@@ -95,6 +95,55 @@ test('failures are clear: system store, wrong CA, another host, missing client c
     await insecure.close()
   } finally {
     await Promise.all([server.stop(), other.stop(), mutual.stop()])
+  }
+})
+
+test('a server name override verifies that name; a wrong or missing one fails', async () => {
+  // The certificate names other.invalid only; the URL's host is 127.0.0.1.
+  const other = await tlsServer('otherhost')
+  try {
+    const client = await Client.connect(other.url, { tls: { ca: file('ca.crt'), serverName: 'other.invalid' } })
+    await roundTrip(client)
+    await client.close()
+    for (const tls of [{ ca: file('ca.crt') }, { ca: file('ca.crt'), serverName: 'redis.internal' }]) {
+      const err = await connectError(other.url, { tls })
+      assert.ok(err instanceof RedisError && /not valid for name/.test(err.message), String(err))
+    }
+    const err = await connectError(other.url, { tls: { ca: file('other-ca.crt'), serverName: 'other.invalid' } })
+    assert.ok(err instanceof RedisError && /UnknownIssuer/.test(err.message), String(err))
+    await assert.rejects(Client.connect(other.url, { tls: { serverName: 'not a host name' } }), RangeError)
+    await assert.rejects(Client.connect(other.url, { tls: { serverName: 42 } }), TypeError)
+    await assert.rejects(
+      Client.connect(other.url, { topology: 'cluster', tls: { ca: file('ca.crt'), serverName: 'other.invalid' } }),
+      RangeError,
+    )
+  } finally {
+    await other.stop()
+  }
+})
+
+test('TLS options apply to a cluster and to Sentinels', async () => {
+  // The harness's TLS cluster and TLS Sentinel: private CA, client
+  // certificates required, TLS on every connection.
+  const dir = harnessEnv('FENCELOCK_TEST_TLS_DIR')
+  const cert = (name) => path.join(dir, name)
+  const mtls = { cert: cert('client.crt'), key: cert('client.key') }
+  const setups = [
+    [harnessEnv('FENCELOCK_TEST_TLS_CLUSTER_URLS').split(','), { topology: 'cluster' }],
+    [harnessEnv('FENCELOCK_TEST_TLS_SENTINEL_URLS').split(','),
+      { topology: 'sentinel', service: harnessEnv('FENCELOCK_TEST_SENTINEL_SERVICE') }],
+  ]
+  for (const [urls, where] of setups) {
+    const client = await Client.connect(urls, { ...where, tls: { ca: cert('ca.crt'), ...mtls } })
+    for (let i = 0; i < 12; i++) await roundTrip(client) // names on every shard
+    await client.close()
+    let err = await connectError(urls, { ...where, tls: mtls })
+    assert.ok(err instanceof RedisError && /UnknownIssuer/.test(err.message), String(err))
+    err = await connectError(urls, { ...where, tls: { ca: cert('ca.crt') } })
+    assert.ok(err instanceof RedisError, String(err))
+    const insecure = await Client.connect(urls, { ...where, tls: { dangerouslySkipVerification: true, ...mtls } })
+    await roundTrip(insecure)
+    await insecure.close()
   }
 })
 

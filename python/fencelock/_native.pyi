@@ -86,6 +86,7 @@ class Client:
         tls_ca: Optional[_Pem] = None,
         tls_cert: Optional[_Pem] = None,
         tls_key: Optional[_Pem] = None,
+        tls_server_name: Optional[str] = None,
         tls_dangerously_skip_verification: bool = False,
     ) -> None: ...
     def acquire(
@@ -122,6 +123,7 @@ class AsyncClient:
         tls_ca: Optional[_Pem] = None,
         tls_cert: Optional[_Pem] = None,
         tls_key: Optional[_Pem] = None,
+        tls_server_name: Optional[str] = None,
         tls_dangerously_skip_verification: bool = False,
     ) -> None: ...
     def _acquire(

@@ -9,13 +9,13 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
 import fencelock
 from conftest import Server
-from fltest import claim_ports, release_ports
+from fltest import claim_ports, harness_env, release_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,3 +123,55 @@ def test_bad_tls_options_are_errors_at_construction(certs: Path) -> None:
         fencelock.Client("redis://127.0.0.1:1/0", tls_ca=certs / "ca.crt")
     with pytest.raises(TypeError):
         fencelock.Client("rediss://127.0.0.1:1/0", tls_ca=42)  # type: ignore[arg-type]
+
+
+def test_a_server_name_override_verifies_that_name(tls_server: Any, certs: Path, name: str) -> None:
+    # The certificate names other.invalid only; the URL's host is 127.0.0.1.
+    server = tls_server("otherhost")
+    with fencelock.Client(server.url, tls_ca=certs / "ca.crt", tls_server_name="other.invalid") as client:
+        round_trip(client, name)
+    for wrong in (None, "redis.internal"):
+        with fencelock.Client(server.url, tls_ca=certs / "ca.crt", tls_server_name=wrong) as client:
+            with pytest.raises(fencelock.RedisError, match="not valid for name"):
+                client.acquire(name, ttl=5, wait=0)
+    # Only the name changes: the chain is still checked.
+    with fencelock.Client(server.url, tls_ca=certs / "other-ca.crt", tls_server_name="other.invalid") as client:
+        with pytest.raises(fencelock.RedisError, match="UnknownIssuer"):
+            client.acquire(name, ttl=5, wait=0)
+
+
+def test_bad_server_names_are_errors_at_construction() -> None:
+    url = "rediss://127.0.0.1:1/0"
+    with pytest.raises(ValueError, match="server name"):
+        fencelock.Client(url, tls_server_name="not a host name")
+    with pytest.raises(ValueError, match="server name"):
+        fencelock.Client(url, tls_server_name="other.invalid", tls_dangerously_skip_verification=True)
+    with pytest.raises(ValueError, match="cluster"):
+        fencelock.Client(url, topology="cluster", tls_server_name="other.invalid")
+    with pytest.raises(TypeError, match="tls_server_name"):
+        fencelock.Client(url, tls_server_name=42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("topology", ["cluster", "sentinel"])
+def test_tls_options_apply_to_a_cluster_and_to_sentinels(topology: str, name: str) -> None:
+    # The harness's TLS cluster and TLS Sentinel: private CA, client
+    # certificates required, TLS on every connection.
+    certs = Path(harness_env("FENCELOCK_TEST_TLS_DIR"))
+    if topology == "cluster":
+        urls = harness_env("FENCELOCK_TEST_TLS_CLUSTER_URLS").split(",")
+        where: Dict[str, Any] = {"topology": "cluster"}
+    else:
+        urls = harness_env("FENCELOCK_TEST_TLS_SENTINEL_URLS").split(",")
+        where = {"topology": "sentinel", "service": harness_env("FENCELOCK_TEST_SENTINEL_SERVICE")}
+    mtls = {"tls_cert": certs / "client.crt", "tls_key": certs / "client.key"}
+    with fencelock.Client(urls, **where, tls_ca=certs / "ca.crt", **mtls) as client:
+        for i in range(12):  # names on every shard
+            round_trip(client, f"{name}-{i}")
+    with fencelock.Client(urls, **where, **mtls) as client:
+        with pytest.raises(fencelock.RedisError, match="UnknownIssuer"):
+            client.acquire(name, ttl=5, wait=0)
+    with fencelock.Client(urls, **where, tls_ca=certs / "ca.crt") as client:
+        with pytest.raises(fencelock.RedisError):
+            client.acquire(name, ttl=5, wait=0)
+    with fencelock.Client(urls, **where, tls_dangerously_skip_verification=True, **mtls) as client:
+        round_trip(client, name)

@@ -12,7 +12,7 @@ use fencelock_core::{
 };
 use tokio::sync::{oneshot, watch};
 
-use crate::connection::{manager_config, Connected, Node};
+use crate::connection::{Connected, Node};
 use crate::connections::Connections;
 use crate::driver::{self, Job};
 use crate::lease::{Granted, Lease};
@@ -82,7 +82,7 @@ impl Client {
             ));
         }
         let urls = urls.into_urls();
-        let tls = Tls::load(&options.tls, &urls)?;
+        let tls = Tls::load(&options, &urls)?;
         let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
         let parsed = crate::url::parse_all(&urls)?;
         if parsed.iter().any(|u| u.tls) {
@@ -149,8 +149,13 @@ impl Client {
                 )
             });
         }
-        let config = manager_config(options.connect_timeout, options.response_timeout);
-        let notifier = Arc::new(Notifier::new(&parsed, &config, &tls, &handle)?);
+        let notifier = Arc::new(Notifier::new(
+            &parsed,
+            options.connect_timeout,
+            options.response_timeout,
+            &tls,
+            &handle,
+        )?);
         let labels: Vec<String> = parsed.iter().map(|u| u.redacted.clone()).collect();
         Ok(Self::assemble(
             nodes,

@@ -13,16 +13,29 @@ use std::time::Duration;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 
+use crate::tls::Tls;
 use crate::url::NodeUrl;
 
 /// The seeds as one cluster client (credentials and TLS from the first URL,
-/// as redis-rs does).
+/// as redis-rs does; the client's CA bundle and client certificate for every
+/// node it finds).
 pub(crate) fn builder(
     seeds: &[NodeUrl],
     connect_timeout: Duration,
     response_timeout: Duration,
+    tls: &Tls,
 ) -> ClusterClientBuilder {
-    ClusterClientBuilder::new(seeds.iter().map(|s| s.info.clone()))
+    let mut builder = ClusterClientBuilder::new(seeds.iter().map(|s| s.info.clone()));
+    if seeds.iter().any(|s| s.tls) {
+        if tls.skip_verification {
+            // Set first: certificates alone would make the mode "secure".
+            builder = builder.tls(redis::TlsMode::Insecure);
+        }
+        if let Some(certificates) = tls.certificates() {
+            builder = builder.certs(certificates);
+        }
+    }
+    builder
         .use_protocol(redis::ProtocolVersion::RESP3)
         .connection_timeout(connect_timeout)
         .response_timeout(response_timeout)

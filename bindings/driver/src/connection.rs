@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencelock_core::{Command, Error, Reply, Script};
-use redis::aio::ConnectionManagerConfig;
 use redis::{RedisError, Value};
 
 use crate::link::Link;
-use crate::tls::Tls;
+use crate::tls::{Target, Tls};
 use crate::topology::Conn;
 use crate::url::{scrub, NodeUrl};
 
@@ -33,21 +32,6 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// The settings of the pub/sub connections (`notify.rs`): one attempt per
-/// use, bounded by the connect timeout; redis-rs reconnects them in the
-/// background after any connection-level failure and resubscribes.
-pub(crate) fn manager_config(
-    connect_timeout: Duration,
-    response_timeout: Duration,
-) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_number_of_retries(0)
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_millis(500))
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(Some(response_timeout))
-}
-
 /// How connecting to one node went.
 pub(crate) enum Connected {
     Up(Node),
@@ -64,7 +48,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(250);
 /// The redis-rs client for one node: RESP3 unless the URL chose a protocol
 /// (on RESP3 a connection reports its own death, see `link.rs`; the pub/sub
 /// side needs it anyway, `force_resp3`).
-pub(crate) fn open(url: &NodeUrl, force_resp3: bool, tls: &Tls) -> Result<redis::Client, Error> {
+pub(crate) fn open(url: &NodeUrl, force_resp3: bool, tls: &Tls) -> Result<Target, Error> {
     let info = if url.protocol_given && !force_resp3 {
         url.info.clone()
     } else {
@@ -75,7 +59,7 @@ pub(crate) fn open(url: &NodeUrl, force_resp3: bool, tls: &Tls) -> Result<redis:
             .set_protocol(redis::ProtocolVersion::RESP3);
         url.info.clone().set_redis_settings(settings)
     };
-    tls.client(info, &url.redacted)
+    tls.target(info, &url.redacted)
 }
 
 impl Node {
@@ -86,15 +70,13 @@ impl Node {
     /// acceptable (Redlock).
     pub(crate) async fn connect(
         url: &NodeUrl,
-        client: redis::Client,
+        target: Target,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Connected, Error> {
         let label: Arc<str> = url.redacted.as_str().into();
         let password: Option<Arc<str>> = url.password.as_deref().map(Into::into);
-        let resp3 = client.get_connection_info().redis_settings().protocol()
-            == redis::ProtocolVersion::RESP3;
-        let link = Arc::new(Link::new(client, connect_timeout, response_timeout, resp3));
+        let link = Arc::new(Link::new(target, connect_timeout, response_timeout, None));
         let node = Node {
             conn: Conn::Single(Arc::clone(&link)),
             label,
@@ -438,7 +420,14 @@ pub(crate) fn describe_error(label: &str, password: Option<&str>, e: &RedisError
     let what = if e.is_timeout() {
         "timed out".to_owned()
     } else if e.is_connection_refusal() {
-        "connection refused".to_owned()
+        // The OS's wording, or ours with the reason (a Sentinel group
+        // without a reachable primary says why: TLS, auth, ...).
+        let text = e.to_string();
+        if text.to_ascii_lowercase().starts_with("connection refused") {
+            "connection refused".to_owned()
+        } else {
+            text
+        }
     } else {
         e.to_string()
     };

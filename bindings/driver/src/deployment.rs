@@ -2,7 +2,7 @@
 //! other than a single node or Redlock): one [`Node`] for the core and its
 //! notifier.
 
-use crate::connection::{describe_error, is_fatal_connect_error, manager_config, Node};
+use crate::connection::{describe_error, is_fatal_connect_error, Node};
 use crate::notify::Notifier;
 use crate::sentinel::SentinelConn;
 use crate::topology::{Conn, Topology};
@@ -39,15 +39,24 @@ pub(crate) async fn connect(
         Topology::Standalone => unreachable!("standalone nodes connect in client.rs"),
         Topology::Cluster => {
             let label = format!("cluster {list}");
-            let data =
-                crate::cluster::builder(urls, options.connect_timeout, options.response_timeout)
-                    .build()
-                    .map_err(|e| fail(&label, e))?;
+            let data = crate::cluster::builder(
+                urls,
+                options.connect_timeout,
+                options.response_timeout,
+                tls,
+            )
+            .build()
+            .map_err(|e| fail(&label, e))?;
             let conn = crate::cluster::connect(&data, options.connect_timeout)
                 .await
                 .map_err(|e| fail(&label, e))?;
             let notifier = Notifier::new_cluster(
-                crate::cluster::builder(urls, options.connect_timeout, options.response_timeout),
+                crate::cluster::builder(
+                    urls,
+                    options.connect_timeout,
+                    options.response_timeout,
+                    tls,
+                ),
                 options.connect_timeout,
                 label.clone(),
                 handle,
@@ -64,24 +73,30 @@ pub(crate) async fn connect(
         }
         Topology::Sentinel { service } => {
             let label = format!("sentinel {service:?} via {list}");
-            let config = manager_config(options.connect_timeout, options.response_timeout);
             let conn = SentinelConn::new(
                 urls,
                 service,
                 &urls[0],
-                config.clone(),
+                tls,
                 options.connect_timeout,
-            );
+                options.response_timeout,
+            )?;
             let primary = conn.connect().await.map_err(|e| fail(&label, e))?;
             // Release notifications come from the primary found now; after a
             // failover they stop (until the client reconnects) and waiters
             // fall back to the core's timed retries.
-            let mut primary_url = crate::url::parse(&format!("redis://{primary}"))?;
+            let mut primary_url = crate::url::parse(&conn.primary_url(&primary))?;
             primary_url.info = primary_url
                 .info
                 .set_redis_settings(urls[0].info.redis_settings().clone());
             primary_url.password = urls[0].password.clone();
-            let notifier = Notifier::new(&[primary_url], &config, tls, handle)?;
+            let notifier = Notifier::new(
+                &[primary_url],
+                options.connect_timeout,
+                options.response_timeout,
+                tls,
+                handle,
+            )?;
             Ok((
                 Node::from_conn(
                     Conn::Sentinel(conn),

@@ -12,6 +12,8 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, RedisError, RedisResult};
 
+use crate::tls::Target;
+
 /// A connection and whether the server (or the OS) closed it since.
 #[derive(Clone)]
 pub(crate) struct Live {
@@ -29,6 +31,9 @@ impl Live {
     }
 }
 
+/// Gets every push message of a RESP3 link's connections (pub/sub).
+pub(crate) type OnPush = Arc<dyn Fn(PushInfo) + Send + Sync>;
+
 pub(crate) struct Link {
     client: redis::Client,
     config: AsyncConnectionConfig,
@@ -37,26 +42,38 @@ pub(crate) struct Link {
     /// so the next command goes to a fresh connection instead of the dead
     /// one. RESP2 has no pushes; a failed command marks it dead instead.
     resp3: bool,
+    on_push: Option<OnPush>,
     current: Mutex<Option<Live>>,
     /// One connect at a time; the others wait for it and share the result.
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl Link {
+    /// `on_push` (RESP3 only) also sees each push, the connection's
+    /// `Disconnection` included.
     pub(crate) fn new(
-        client: redis::Client,
+        target: Target,
         connect_timeout: Duration,
         response_timeout: Duration,
-        resp3: bool,
+        on_push: Option<OnPush>,
     ) -> Link {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(response_timeout));
+        let config = target.config(
+            AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(Some(response_timeout)),
+        );
+        let resp3 = target
+            .client
+            .get_connection_info()
+            .redis_settings()
+            .protocol()
+            == redis::ProtocolVersion::RESP3;
         Link {
-            client,
+            client: target.client,
             config,
             connect_timeout,
             resp3,
+            on_push: on_push.filter(|_| resp3),
             current: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
         }
@@ -90,10 +107,14 @@ impl Link {
         let dead = Arc::new(AtomicBool::new(false));
         let config = if self.resp3 {
             let flag = Arc::clone(&dead);
+            let on_push = self.on_push.clone();
             self.config.clone().set_push_sender(
                 move |push: PushInfo| -> Result<(), std::convert::Infallible> {
                     if push.kind == PushKind::Disconnection {
                         flag.store(true, Ordering::Release);
+                    }
+                    if let Some(on_push) = &on_push {
+                        on_push(push);
                     }
                     Ok(())
                 },

@@ -1,7 +1,7 @@
 //! Release notifications: ONE pub/sub connection per node per client (RESP3
-//! push messages on a dedicated, self-reconnecting connection that
-//! resubscribes by itself), shared by every waiting lease through refcounted
-//! per-channel subscriptions.
+//! push messages on a dedicated connection, made like the data connection in
+//! `link.rs` and made again and resubscribed when it dies), shared by every
+//! waiting lease through refcounted per-channel subscriptions.
 //!
 //! A waiting lease registers a [`Waiter`] for its channel on every node. The
 //! waiter's `Notify` fires when (a) every node has confirmed the subscription
@@ -12,12 +12,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{mpsc, Notify};
 
+use crate::link::Link;
 use crate::url::NodeUrl;
 
 /// What a waiting lease holds on to.
@@ -51,7 +52,7 @@ struct Channel {
     waiters: Vec<(Arc<Waiter>, bool)>,
     remote: Remote,
     /// The connection died since the subscription was made: a release
-    /// published before redis-rs resubscribed was lost, so the waiters are
+    /// published before the reconciler resubscribed was lost, so the waiters are
     /// woken (to look at the lock again) once the subscription is back.
     rejoin: bool,
 }
@@ -61,10 +62,19 @@ struct Table {
     channels: HashMap<Vec<u8>, Channel>,
 }
 
+/// What the reconciler is asked to do.
+enum Request {
+    /// Bring this channel's server subscription in line with the table.
+    Channel(Vec<u8>),
+    /// The connection died: subscribe every active channel again, on a new
+    /// one.
+    Resubscribe,
+}
+
 /// The pub/sub side of one node.
 struct NodeSub {
     table: Arc<Mutex<Table>>,
-    reconcile: mpsc::UnboundedSender<Vec<u8>>,
+    reconcile: mpsc::UnboundedSender<Request>,
 }
 
 /// All nodes' pub/sub of one client.
@@ -130,30 +140,36 @@ impl Notifier {
     /// until the first waiter subscribes.
     pub(crate) fn new(
         urls: &[NodeUrl],
-        config: &redis::aio::ConnectionManagerConfig,
+        connect_timeout: Duration,
+        response_timeout: Duration,
         tls: &crate::tls::Tls,
         handle: &tokio::runtime::Handle,
     ) -> Result<Notifier, fencelock_core::Error> {
         let mut nodes = Vec::with_capacity(urls.len());
         for url in urls {
             let table = Arc::new(Mutex::new(Table::default()));
-            let dispatch_table = Arc::clone(&table);
-            let sender = move |push: PushInfo| -> Result<(), std::convert::Infallible> {
-                dispatch(&dispatch_table, push);
-                Ok(())
-            };
-            let client = crate::connection::open(url, true, tls)?;
-            let config = config
-                .clone()
-                .set_push_sender(sender)
-                .set_automatic_resubscription();
-            let _guard = handle.enter();
-            let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(|e| {
-                fencelock_core::Error::redis(None, format!("{}: {}", url.redacted, e.category()))
-            })?;
             let (tx, rx) = mpsc::unbounded_channel();
+            let dispatch_table = Arc::clone(&table);
+            // Weak: the connection must not keep the reconciler alive.
+            let lost = tx.downgrade();
+            let on_push = move |push: PushInfo| {
+                let died = push.kind == PushKind::Disconnection;
+                dispatch(&dispatch_table, push);
+                if let Some(reconcile) = lost.upgrade().filter(|_| died) {
+                    let _ = reconcile.send(Request::Resubscribe);
+                }
+            };
+            let link = Link::new(
+                crate::connection::open(url, true, tls)?,
+                connect_timeout,
+                response_timeout,
+                Some(Arc::new(on_push)),
+            );
             handle.spawn(reconciler(
-                conn,
+                LinkSub {
+                    link: Arc::new(link),
+                    connect_timeout,
+                },
                 Arc::clone(&table),
                 rx,
                 url.redacted.clone(),
@@ -185,7 +201,11 @@ impl Notifier {
                     Remote::Failed => {
                         entry.waiters.push((Arc::clone(&waiter), false));
                         entry.remote = Remote::Pending;
-                        if node.reconcile.send(channel.to_vec()).is_err() {
+                        if node
+                            .reconcile
+                            .send(Request::Channel(channel.to_vec()))
+                            .is_err()
+                        {
                             waiter.confirm_one();
                         }
                     }
@@ -199,7 +219,11 @@ impl Notifier {
                             rejoin: false,
                         },
                     );
-                    if node.reconcile.send(channel.to_vec()).is_err() {
+                    if node
+                        .reconcile
+                        .send(Request::Channel(channel.to_vec()))
+                        .is_err()
+                    {
                         // The client is closing: nobody will confirm.
                         waiter.confirm_one();
                     }
@@ -220,7 +244,7 @@ impl Notifier {
                 entry.waiters.retain(|(w, _)| !Arc::ptr_eq(w, waiter));
                 if entry.waiters.is_empty() {
                     table.channels.remove(channel);
-                    let _ = node.reconcile.send(channel.to_vec());
+                    let _ = node.reconcile.send(Request::Channel(channel.to_vec()));
                 }
             }
         }
@@ -306,20 +330,28 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
 async fn reconciler(
     mut conn: impl PubSub,
     table: Arc<Mutex<Table>>,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut rx: mpsc::UnboundedReceiver<Request>,
     label: String,
 ) {
     const BATCH: usize = 512;
     let mut active: HashSet<Vec<u8>> = HashSet::new();
     while let Some(first) = rx.recv().await {
-        let mut batch = HashSet::from([first]);
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(more) => {
-                    batch.insert(more);
+        let mut batch = HashSet::new();
+        let mut resubscribe = false;
+        let mut next = Some(first);
+        while let Some(request) = next.take() {
+            match request {
+                Request::Channel(channel) => {
+                    batch.insert(channel);
                 }
-                Err(_) => break,
+                Request::Resubscribe => resubscribe = true,
             }
+            if batch.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if resubscribe && !resubscribe_all(&mut conn, &active, &rx, &label).await {
+            return;
         }
         let (mut subscribe, mut unsubscribe, mut settled) = (Vec::new(), Vec::new(), Vec::new());
         {
@@ -382,6 +414,33 @@ async fn reconciler(
     }
 }
 
+/// After the connection died: subscribe `active` again on a new one (the
+/// `Subscribe` pushes then wake their waiters, see [`dispatch`]), retrying
+/// with a backoff while the server is away. False when the client is gone.
+async fn resubscribe_all(
+    conn: &mut impl PubSub,
+    active: &HashSet<Vec<u8>>,
+    rx: &mpsc::UnboundedReceiver<Request>,
+    label: &str,
+) -> bool {
+    if active.is_empty() {
+        return true;
+    }
+    let channels: Vec<Vec<u8>> = active.iter().cloned().collect();
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match conn.subscribe(&channels).await {
+            Ok(()) => return true,
+            Err(_) if rx.is_closed() => return false,
+            Err(e) => {
+                tracing::debug!(node = %label, error = %e.category(), "pub/sub connection lost; subscribing again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
 /// The server's subscription to `channel` settled (`ok`: it is active):
 /// confirm the waiters that were waiting for it. Returns whether anyone
 /// still wants the channel.
@@ -413,18 +472,41 @@ trait PubSub: Send + 'static {
     ) -> impl std::future::Future<Output = RedisResult<()>> + Send;
 }
 
-impl PubSub for ConnectionManager {
+/// A single node's pub/sub connection (also the primary Sentinels name),
+/// made on use like the data connection, TLS server name included.
+struct LinkSub {
+    link: Arc<Link>,
+    connect_timeout: Duration,
+}
+
+impl LinkSub {
+    async fn send(&self, channels: Vec<Vec<u8>>, subscribe: bool) -> RedisResult<()> {
+        let live = self.link.connection(self.connect_timeout).await?;
+        let mut conn = live.conn.clone();
+        let result = if subscribe {
+            conn.subscribe(channels).await
+        } else {
+            conn.unsubscribe(channels).await
+        };
+        if let Err(e) = &result {
+            live.check(e);
+        }
+        result
+    }
+}
+
+impl PubSub for LinkSub {
     fn subscribe(
         &mut self,
         channels: &[Vec<u8>],
     ) -> impl std::future::Future<Output = RedisResult<()>> + Send {
-        ConnectionManager::subscribe(self, channels.to_vec())
+        self.send(channels.to_vec(), true)
     }
     fn unsubscribe(
         &mut self,
         channels: &[Vec<u8>],
     ) -> impl std::future::Future<Output = RedisResult<()>> + Send {
-        ConnectionManager::unsubscribe(self, channels.to_vec())
+        self.send(channels.to_vec(), false)
     }
 }
 

@@ -1,7 +1,9 @@
 //! The primary behind a group of Sentinels: asks them where it is
 //! (`SENTINEL get-master-addr-by-name`), checks that the server agrees
-//! (`ROLE`), and keeps one self-reconnecting connection to it until a
-//! command shows it is gone or demoted; then asks again.
+//! (`ROLE`), and keeps one self-reconnecting connection to it (`link.rs`)
+//! until a command shows it is gone or demoted; then asks again. With
+//! `rediss://` URLs the Sentinels and the primary are both reached over TLS,
+//! with the client's TLS options.
 //!
 //! Re-asking happens on: a refused or dropped connection (the primary died)
 //! and `READONLY` (it is a replica now: the script's first write was refused,
@@ -12,26 +14,35 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, Value};
+use fencelock_core::Error;
+use redis::aio::ConnectionLike;
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisError,
+    RedisFuture, Value,
+};
 
+use crate::link::Link;
+use crate::tls::{Target, Tls};
 use crate::url::NodeUrl;
 
 #[derive(Clone)]
 pub(crate) struct SentinelConn(Arc<Shared>);
 
 struct Shared {
-    sentinels: Vec<ConnectionInfo>,
+    sentinels: Vec<Target>,
     service: String,
     /// The URLs' credentials and database, applied to the primary.
     primary: ConnectionInfo,
+    /// TLS for the Sentinels and the primary (`rediss://` URLs).
+    tls: Tls,
+    secure: bool,
     /// `host:port` of the primary in use, for messages.
     current_addr: Mutex<String>,
-    config: ConnectionManagerConfig,
     connect_timeout: Duration,
+    response_timeout: Duration,
     /// The primary in use and a generation number, so a command that failed
     /// on an old primary does not discard a newer one.
-    current: Mutex<Option<(u64, ConnectionManager)>>,
+    current: Mutex<Option<(u64, Arc<Link>)>>,
     /// One re-discovery at a time.
     resolving: tokio::sync::Mutex<u64>,
 }
@@ -43,29 +54,41 @@ impl SentinelConn {
         sentinels: &[NodeUrl],
         service: &str,
         primary: &NodeUrl,
-        config: ConnectionManagerConfig,
+        tls: &Tls,
         connect_timeout: Duration,
-    ) -> SentinelConn {
+        response_timeout: Duration,
+    ) -> Result<SentinelConn, Error> {
         let sentinels = sentinels
             .iter()
             .map(|s| {
                 // The URLs' credentials and database are the primary's:
                 // Sentinels have no databases and usually no password.
-                s.info
+                let info = s
+                    .info
                     .clone()
-                    .set_redis_settings(redis::RedisConnectionInfo::default())
+                    .set_redis_settings(redis::RedisConnectionInfo::default());
+                tls.target(info, &s.redacted)
             })
-            .collect();
-        SentinelConn(Arc::new(Shared {
+            .collect::<Result<_, _>>()?;
+        Ok(SentinelConn(Arc::new(Shared {
             sentinels,
             service: service.to_owned(),
             primary: primary.info.clone(),
+            tls: tls.clone(),
+            secure: primary.tls,
             current_addr: Mutex::new(String::new()),
-            config,
             connect_timeout,
+            response_timeout,
             current: Mutex::new(None),
             resolving: tokio::sync::Mutex::new(0),
-        }))
+        })))
+    }
+
+    /// The URL of the primary at `host:port`, as the Sentinels' URLs would
+    /// spell it (TLS or not), without credentials.
+    pub(crate) fn primary_url(&self, addr: &str) -> String {
+        let scheme = if self.0.secure { "rediss" } else { "redis" };
+        self.0.tls.url(&format!("{scheme}://{addr}"))
     }
 
     /// Find the primary now; returns its `host:port`.
@@ -79,7 +102,7 @@ impl SentinelConn {
             .clone())
     }
 
-    async fn primary_conn(&self) -> redis::RedisResult<(u64, ConnectionManager)> {
+    async fn primary_conn(&self) -> redis::RedisResult<(u64, Arc<Link>)> {
         if let Some(current) = self.cached() {
             return Ok(current);
         }
@@ -94,7 +117,7 @@ impl SentinelConn {
         Ok(current)
     }
 
-    fn cached(&self) -> Option<(u64, ConnectionManager)> {
+    fn cached(&self) -> Option<(u64, Arc<Link>)> {
         self.0
             .current
             .lock()
@@ -111,7 +134,7 @@ impl SentinelConn {
 
     /// Ask each Sentinel in turn; the first address whose server says
     /// `master` wins.
-    async fn discover(&self) -> redis::RedisResult<ConnectionManager> {
+    async fn discover(&self) -> redis::RedisResult<Arc<Link>> {
         let shared = &self.0;
         let mut last = String::from("no Sentinel answered");
         for sentinel in &shared.sentinels {
@@ -135,11 +158,13 @@ impl SentinelConn {
         Err(no_primary(&shared.service, &last))
     }
 
-    async fn ask(&self, sentinel: &ConnectionInfo) -> redis::RedisResult<Option<(String, u16)>> {
-        let client = redis::Client::open(sentinel.clone())?;
+    async fn ask(&self, sentinel: &Target) -> redis::RedisResult<Option<(String, u16)>> {
+        let config = sentinel.config(AsyncConnectionConfig::new());
         let mut conn = tokio::time::timeout(
             self.0.connect_timeout,
-            client.get_multiplexed_async_connection(),
+            sentinel
+                .client
+                .get_multiplexed_async_connection_with_config(&config),
         )
         .await
         .map_err(|_| timed_out())??;
@@ -155,11 +180,9 @@ impl SentinelConn {
         Ok(reply)
     }
 
-    async fn open_primary(
-        &self,
-        (host, port): &(String, u16),
-    ) -> redis::RedisResult<ConnectionManager> {
-        let info = format!("redis://{host}:{port}").into_connection_info()?;
+    async fn open_primary(&self, (host, port): &(String, u16)) -> redis::RedisResult<Arc<Link>> {
+        let addr = format!("{host}:{port}");
+        let info = self.primary_url(&addr).into_connection_info()?;
         let settings = self
             .0
             .primary
@@ -167,13 +190,20 @@ impl SentinelConn {
             .clone()
             .set_protocol(redis::ProtocolVersion::RESP3);
         let info = info.set_redis_settings(settings);
-        let client = redis::Client::open(info)?;
-        let mut conn = tokio::time::timeout(
+        let target = self.0.tls.target(info, &addr).map_err(|e| {
+            RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "TLS setup",
+                e.to_string(),
+            ))
+        })?;
+        let link = Arc::new(Link::new(
+            target,
             self.0.connect_timeout,
-            ConnectionManager::new_with_config(client, self.0.config.clone()),
-        )
-        .await
-        .map_err(|_| timed_out())??;
+            self.0.response_timeout,
+            None,
+        ));
+        let mut conn = link.connection(self.0.connect_timeout).await?.conn;
         let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut conn).await?;
         match role.first() {
             Some(Value::BulkString(r)) if r == b"master" => {
@@ -183,7 +213,7 @@ impl SentinelConn {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner()) = format!("{host}:{port}");
                 tracing::debug!(service = %self.0.service, primary = %format!("{host}:{port}"), "Sentinel primary");
-                Ok(conn)
+                Ok(link)
             }
             _ => Err(RedisError::from((
                 redis::ErrorKind::Io,
@@ -199,14 +229,26 @@ impl SentinelConn {
     async fn run(&self, request: Request<'_>) -> redis::RedisResult<Vec<Value>> {
         let mut retried = false;
         loop {
-            let (generation, mut conn) = self.primary_conn().await?;
-            let result = match request {
-                Request::One(cmd) => conn.req_packed_command(cmd).await.map(|v| vec![v]),
-                Request::Many(pipeline, offset, count) => {
-                    conn.req_packed_commands(pipeline, offset, count).await
+            let (generation, link) = self.primary_conn().await?;
+            let (result, connected) = match link.connection(self.0.connect_timeout).await {
+                Ok(live) => {
+                    let mut conn = live.conn.clone();
+                    let result = match request {
+                        Request::One(cmd) => conn.req_packed_command(cmd).await.map(|v| vec![v]),
+                        Request::Many(pipeline, offset, count) => {
+                            conn.req_packed_commands(pipeline, offset, count).await
+                        }
+                    };
+                    if let Err(e) = &result {
+                        live.check(e);
+                    }
+                    (result, true)
                 }
+                // No connection: nothing was sent.
+                Err(e) => (Err(e), false),
             };
             let (gone, safe_to_retry) = match &result {
+                _ if !connected => (true, true),
                 Err(e) if e.code() == Some("READONLY") => (true, true),
                 Err(e) if e.is_connection_refusal() => (true, true),
                 Err(e) if e.is_connection_dropped() => (true, false),

@@ -62,6 +62,14 @@ pub struct TlsOptions {
     pub client_cert: Option<Pem>,
     /// The client certificate's private key.
     pub client_key: Option<Pem>,
+    /// Check the server certificate against this name (a DNS name or an IP
+    /// address) instead of the URL's host: for connecting by IP address (or
+    /// through a tunnel) to a server whose certificate names
+    /// `redis.internal`. Applies to every connection of the client (data,
+    /// pub/sub, Sentinels and the primary they name); not available with
+    /// `Topology::Cluster`, whose nodes are reached at the addresses they
+    /// announce.
+    pub server_name: Option<String>,
     /// DANGER: accept ANY server certificate, for any name — anyone on the
     /// path can impersonate the server. For throwaway test servers only; a
     /// warning is logged at connect. (Also what `rediss://...#insecure`
@@ -80,11 +88,62 @@ impl TlsOptions {
 pub(crate) struct Tls {
     certificates: Option<redis::TlsCertificates>,
     pub skip_verification: bool,
+    server_name: Option<String>,
+}
+
+/// A redis-rs client for one server, and how its connections must be made.
+pub(crate) struct Target {
+    pub client: redis::Client,
+    /// With a server-name override the client's host IS that name (so
+    /// rustls checks the certificate against it), and connections resolve
+    /// the real host instead.
+    dial: Option<DialHost>,
+}
+
+impl Target {
+    /// `config`, with the resolver a server-name override needs.
+    pub(crate) fn config(
+        &self,
+        config: redis::AsyncConnectionConfig,
+    ) -> redis::AsyncConnectionConfig {
+        match &self.dial {
+            Some(dial) => config.set_dns_resolver(dial.clone()),
+            None => config,
+        }
+    }
+}
+
+/// Resolves whatever name redis-rs asks for to the URL's real host: the
+/// TCP connection goes where the URL says, the TLS name is the override.
+#[derive(Clone)]
+struct DialHost(String);
+
+impl redis::io::AsyncDNSResolver for DialHost {
+    fn resolve<'a, 'b: 'a>(
+        &'a self,
+        _name: &'b str,
+        port: u16,
+    ) -> redis::RedisFuture<'a, Box<dyn Iterator<Item = std::net::SocketAddr> + Send + 'a>> {
+        Box::pin(async move {
+            let addrs = tokio::net::lookup_host((self.0.as_str(), port)).await?;
+            Ok(Box::new(addrs) as Box<dyn Iterator<Item = _> + Send>)
+        })
+    }
 }
 
 impl Tls {
-    /// Read the files, check the combination against the URLs.
-    pub(crate) fn load(options: &TlsOptions, urls: &[String]) -> Result<Tls, Error> {
+    /// Read the files, check the combination against the URLs and the
+    /// topology.
+    pub(crate) fn load(client: &crate::ClientOptions, urls: &[String]) -> Result<Tls, Error> {
+        let options = &client.tls;
+        if options.server_name.is_some() && client.topology == crate::Topology::Cluster {
+            return Err(Error::invalid(
+                "a TLS server name is not available with topology \"cluster\": redis-rs \
+                 reaches cluster nodes at the addresses they announce; give them \
+                 certificates for those addresses, or have them announce host names \
+                 (cluster-announce-hostname, cluster-preferred-endpoint-type hostname)",
+            ));
+        }
         let any_tls = urls
             .iter()
             .any(|u| u.trim_start().to_ascii_lowercase().starts_with("rediss://"));
@@ -115,6 +174,19 @@ impl Tls {
             }
         };
         let root_cert = options.ca.as_ref().map(|ca| ca.load("CA")).transpose()?;
+        if let Some(name) = &options.server_name {
+            if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
+                return Err(Error::invalid(format!(
+                    "TLS server name {name:?} is neither a DNS name nor an IP address"
+                )));
+            }
+            if options.dangerously_skip_verification {
+                return Err(Error::invalid(
+                    "a TLS server name means nothing without verification: \
+                     drop it or the dangerously-skip-verification option",
+                ));
+            }
+        }
         if options.dangerously_skip_verification {
             tracing::warn!(
                 "TLS certificate verification is OFF (dangerously_skip_verification): \
@@ -129,6 +201,7 @@ impl Tls {
         Ok(Tls {
             certificates,
             skip_verification: options.dangerously_skip_verification,
+            server_name: options.server_name.clone(),
         })
     }
 
@@ -146,17 +219,45 @@ impl Tls {
         }
     }
 
-    /// A redis-rs client for `info` with these certificates.
-    pub(crate) fn client(
+    /// The certificates for redis-rs's cluster client, if any were given.
+    pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
+        self.certificates.clone()
+    }
+
+    /// A redis-rs client for `info` with these certificates and, for a
+    /// `rediss://` server, the server-name override.
+    pub(crate) fn target(
         &self,
         info: redis::ConnectionInfo,
         redacted: &str,
-    ) -> Result<redis::Client, Error> {
+    ) -> Result<Target, Error> {
+        let (info, dial) = match (info.addr().clone(), &self.server_name) {
+            (
+                redis::ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure,
+                    tls_params,
+                },
+                Some(name),
+            ) => (
+                info.set_addr(redis::ConnectionAddr::TcpTls {
+                    host: name.clone(),
+                    port,
+                    insecure,
+                    tls_params,
+                }),
+                Some(DialHost(host)),
+            ),
+            _ => (info, None),
+        };
         let tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
         let result = match &self.certificates {
             Some(certificates) if tls => redis::Client::build_with_tls(info, certificates.clone()),
             _ => redis::Client::open(info),
         };
-        result.map_err(|e| Error::invalid(format!("cannot set up {redacted:?}: {e}")))
+        let client =
+            result.map_err(|e| Error::invalid(format!("cannot set up {redacted:?}: {e}")))?;
+        Ok(Target { client, dial })
     }
 }

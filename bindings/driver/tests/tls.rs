@@ -206,6 +206,97 @@ async fn skipping_verification_takes_the_loud_option() {
     lock_round_trip(&client).await;
 }
 
+/// The certificate names `other.invalid` only; the client dials 127.0.0.1.
+fn named(server_name: &str) -> TlsOptions {
+    TlsOptions {
+        server_name: Some(server_name.to_owned()),
+        ..private_ca()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_name_override_verifies_that_name_on_every_connection() {
+    let server = tls_server("otherhost", "no");
+    let client = Client::connect_with(tls_url(&server), with_tls(named("other.invalid")))
+        .await
+        .unwrap();
+    lock_round_trip(&client).await;
+    // The pub/sub connection is made with the override too: a waiter
+    // subscribes (seen on the server's plain port) and is woken by the
+    // release message, long before its 5 s retry timer.
+    let name = unique("tls-named");
+    let opts = LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(10));
+    let holder = client.acquire(&name, &opts).await.unwrap();
+    // Another client: one client's own waiters queue locally, unsubscribed.
+    let other = Client::connect_with(tls_url(&server), with_tls(named("other.invalid")))
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let name = name.clone();
+        let opts = opts.clone();
+        async move { other.acquire(&name, &opts).await }
+    });
+    let plain = server._server.url();
+    eventually(
+        Duration::from_secs(5),
+        "the waiter subscribed over TLS",
+        || numsub(&plain, &keys(&name).channel) == 1,
+    )
+    .await;
+    let t = std::time::Instant::now();
+    holder.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_server_name_fails_clearly_and_never_falls_back() {
+    let server = tls_server("otherhost", "no");
+    // Without the override the URL's host is checked: a mismatch.
+    let message =
+        redis_message(Client::connect_with(tls_url(&server), with_tls(private_ca())).await);
+    assert!(message.contains("not valid for name"), "{message}");
+    // A name the certificate does not hold fails the same way.
+    let message = redis_message(
+        Client::connect_with(tls_url(&server), with_tls(named("redis.internal"))).await,
+    );
+    assert!(message.contains("not valid for name"), "{message}");
+    // The right name with the wrong CA still fails: only the name changed.
+    let tls = TlsOptions {
+        ca: Some(file("other-ca.crt")),
+        ..named("other.invalid")
+    };
+    let message = redis_message(Client::connect_with(tls_url(&server), with_tls(tls)).await);
+    assert!(message.contains("UnknownIssuer"), "{message}");
+}
+
+#[tokio::test]
+async fn bad_server_names_are_invalid_arguments() {
+    let url = "rediss://127.0.0.1:1/0";
+    for tls in [
+        named("not a host name"),
+        named(""),
+        TlsOptions {
+            dangerously_skip_verification: true,
+            ..named("other.invalid")
+        },
+    ] {
+        let result = Client::connect_with(url, with_tls(tls.clone())).await;
+        assert!(
+            matches!(result, Err(Error::InvalidArgument(_))),
+            "{tls:?}: {result:?}"
+        );
+    }
+    let cluster = ClientOptions {
+        topology: fencelock::Topology::Cluster,
+        ..with_tls(named("other.invalid"))
+    };
+    match Client::connect_with(url, cluster).await {
+        Err(Error::InvalidArgument(message)) => assert!(message.contains("cluster"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn bad_tls_options_are_invalid_arguments() {
     let cases = [

@@ -201,7 +201,13 @@ const CLIENT_OPTIONS: &[&str] = &[
 ];
 
 /// The keys of `options.tls`.
-const TLS_OPTIONS: &[&str] = &["ca", "cert", "key", "dangerouslySkipVerification"];
+const TLS_OPTIONS: &[&str] = &[
+    "ca",
+    "cert",
+    "key",
+    "serverName",
+    "dangerouslySkipVerification",
+];
 
 /// PEM as a Buffer (the data), a string holding PEM text (the data), or
 /// any other string (a file path).
@@ -222,7 +228,7 @@ fn pem_arg(what: &str, object: &Object<'_>) -> Result<Option<fencelock::Pem>> {
     }
 }
 
-/// `options.tls`: `{ ca, cert, key, dangerouslySkipVerification }`.
+/// `options.tls`: `{ ca, cert, key, serverName, dangerouslySkipVerification }`.
 fn tls_options(value: OptionsArg<'_>) -> Result<fencelock::TlsOptions> {
     let Some(object) = options_object("options.tls", value)? else {
         return Ok(fencelock::TlsOptions::default());
@@ -232,6 +238,16 @@ fn tls_options(value: OptionsArg<'_>) -> Result<fencelock::TlsOptions> {
         ca: pem_arg("options.tls.ca", &object)?,
         client_cert: pem_arg("options.tls.cert", &object)?,
         client_key: pem_arg("options.tls.key", &object)?,
+        server_name: match object
+            .get::<Option<Either<String, Unknown>>>("serverName")?
+            .flatten()
+        {
+            None => None,
+            Some(Either::A(name)) => Some(name),
+            Some(Either::B(other)) => {
+                return Err(type_error("options.tls.serverName", "a string", &other))
+            }
+        },
         dangerously_skip_verification: bool_arg(
             "options.tls.dangerouslySkipVerification",
             object

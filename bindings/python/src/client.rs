@@ -55,7 +55,6 @@ impl Connector {
             tls,
             ..ClientOptions::default()
         };
-        fencelock::check_options(urls.clone(), &options).map_err(errors::invalid)?;
         if let Some(prefix) = convert::prefix(prefix)? {
             fencelock_core::KeySpace::new(&prefix).map_err(errors::invalid)?;
             options.prefix = prefix;
@@ -77,6 +76,8 @@ impl Connector {
         if let Some(value) = fence_grace.filter(|v| !v.is_none()) {
             options.fence_grace = convert::fence_grace(value)?;
         }
+        // With every option known: the TLS ones depend on the topology.
+        fencelock::check_options(urls.clone(), &options).map_err(errors::invalid)?;
         Ok(Connector {
             urls,
             options,
@@ -244,7 +245,8 @@ impl Client {
     #[new]
     #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None,
         topology=None, service=None, replicas=None, fence_grace=None,
-        tls_ca=None, tls_cert=None, tls_key=None, tls_dangerously_skip_verification=false))]
+        tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
+        tls_dangerously_skip_verification=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
@@ -258,6 +260,7 @@ impl Client {
         tls_ca: Option<&Bound<'_, PyAny>>,
         tls_cert: Option<&Bound<'_, PyAny>>,
         tls_key: Option<&Bound<'_, PyAny>>,
+        tls_server_name: Option<&Bound<'_, PyAny>>,
         tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
         let topology = Topology {
@@ -265,7 +268,13 @@ impl Client {
             service,
             replicas,
         };
-        let tls = convert::tls(tls_ca, tls_cert, tls_key, tls_dangerously_skip_verification)?;
+        let tls = convert::tls(
+            tls_ca,
+            tls_cert,
+            tls_key,
+            tls_server_name,
+            tls_dangerously_skip_verification,
+        )?;
         Ok(Client {
             connector: Connector::new(
                 url,
@@ -418,7 +427,8 @@ impl AsyncClient {
     #[new]
     #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None,
         topology=None, service=None, replicas=None, fence_grace=None,
-        tls_ca=None, tls_cert=None, tls_key=None, tls_dangerously_skip_verification=false))]
+        tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
+        tls_dangerously_skip_verification=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
@@ -432,6 +442,7 @@ impl AsyncClient {
         tls_ca: Option<&Bound<'_, PyAny>>,
         tls_cert: Option<&Bound<'_, PyAny>>,
         tls_key: Option<&Bound<'_, PyAny>>,
+        tls_server_name: Option<&Bound<'_, PyAny>>,
         tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
         let topology = Topology {
@@ -439,7 +450,13 @@ impl AsyncClient {
             service,
             replicas,
         };
-        let tls = convert::tls(tls_ca, tls_cert, tls_key, tls_dangerously_skip_verification)?;
+        let tls = convert::tls(
+            tls_ca,
+            tls_cert,
+            tls_key,
+            tls_server_name,
+            tls_dangerously_skip_verification,
+        )?;
         Ok(AsyncClient {
             connector: Connector::new(
                 url,

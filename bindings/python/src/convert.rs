@@ -222,12 +222,26 @@ pub fn tls(
     ca: Option<&Bound<'_, PyAny>>,
     cert: Option<&Bound<'_, PyAny>>,
     key: Option<&Bound<'_, PyAny>>,
+    server_name: Option<&Bound<'_, PyAny>>,
     dangerously_skip_verification: bool,
 ) -> PyResult<fencelock::TlsOptions> {
+    let server_name = match server_name {
+        None => None,
+        Some(name) => match name.cast::<PyString>() {
+            Ok(text) => Some(text.to_cow()?.into_owned()),
+            Err(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "tls_server_name must be a str, not {}",
+                    name.get_type().name()?
+                )))
+            }
+        },
+    };
     Ok(fencelock::TlsOptions {
         ca: pem("tls_ca", ca)?,
         client_cert: pem("tls_cert", cert)?,
         client_key: pem("tls_key", key)?,
+        server_name,
         dangerously_skip_verification,
     })
 }
