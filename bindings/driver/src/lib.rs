@@ -118,7 +118,7 @@ pub fn check_urls(urls: impl IntoUrls) -> Result<()> {
 /// certificate with its key, TLS options only with `rediss://` URLs).
 pub fn check_options(urls: impl IntoUrls, options: &ClientOptions) -> Result<()> {
     let urls = urls.into_urls();
-    let tls = tls::Tls::load(&options, &urls)?;
+    let tls = tls::Tls::load(options, &urls)?;
     let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
     url::parse_all(&urls).map(|_| ())
 }
