@@ -163,7 +163,7 @@ def test_tls_options_apply_to_a_cluster_and_to_sentinels(topology: str, name: st
     else:
         urls = harness_env("FENCELOCK_TEST_TLS_SENTINEL_URLS").split(",")
         where = {"topology": "sentinel", "service": harness_env("FENCELOCK_TEST_SENTINEL_SERVICE")}
-    mtls = {"tls_cert": certs / "client.crt", "tls_key": certs / "client.key"}
+    mtls: Dict[str, Any] = {"tls_cert": certs / "client.crt", "tls_key": certs / "client.key"}
     with fencelock.Client(urls, **where, tls_ca=certs / "ca.crt", **mtls) as client:
         for i in range(12):  # names on every shard
             round_trip(client, f"{name}-{i}")
