@@ -24,11 +24,12 @@ test-dist:      ## make dist, then install the artifacts without cargo and run t
 wasm:           ## core dependency check; build fencelock/wasm, test it under Node, Bun, Deno
 	bash ci/test-wasm.sh
 
-lint:           ## cargo fmt --check + clippy -D warnings (core + driver)
+lint:           ## cargo fmt --check + clippy -D warnings (every crate)
 	bash ci/lint.sh
 
-fmt:            ## format core + driver in place
-	cargo fmt -p fencelock-core -p fencelock
+fmt:            ## format every crate in place (what lint checks)
+	cargo fmt --all
+	cargo fmt --manifest-path bindings/wasm/Cargo.toml
 
 dist:           ## wheel, sdist, npm tarballs, crates -> dist/ (docs/releasing.md)
 	bash ci/dist.sh

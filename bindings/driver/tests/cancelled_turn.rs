@@ -1,8 +1,8 @@
 //! A try-once (or a short wait) right after a cancelled acquire of the same
 //! client, on a lock nobody else holds, succeeds: the cancelled acquire still
 //! holds the client's local turn for the name while its compensating release
-//! runs, and that must not read as "the lock is busy" (CORE_BUGS.md, "[python]
-//! wait=0 / try_acquire right after a cancelled acquire").
+//! runs, and that must not read as "the lock is busy" (found from Python:
+//! wait=0 / try_acquire right after a cancelled acquire).
 
 mod common;
 

@@ -4,8 +4,7 @@
 //!
 //! The driver sends a compensating release when the caller left before the
 //! grant; a grant that is already in the result channel when the future is
-//! dropped was, at the time of writing, dropped unreleased (see
-//! .build/CORE_BUGS.md). One last poll on drop shrinks that window to the
+//! dropped was, at the time of writing, dropped unreleased. One last poll on drop shrinks that window to the
 //! few instructions between that poll and the drop. It is harmless once the
 //! driver handles it itself: a lease released twice is a no-op.
 
