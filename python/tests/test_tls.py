@@ -5,6 +5,7 @@ fail clearly, and nothing connects unverified without the loud option."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
@@ -106,12 +107,23 @@ def test_mutual_tls_works_and_is_required_where_configured(tls_server: Any, cert
         round_trip(client, name)
 
 
-def test_skipping_verification_takes_the_loud_option(tls_server: Any, name: str) -> None:
+def test_skipping_verification_takes_the_loud_option(tls_server: Any, certs: Path, name: str,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="fencelock")
     server = tls_server("otherhost")
     with pytest.raises(ValueError, match="dangerously"):
         fencelock.Client(server.url + "#insecure")
+    verified = tls_server()
+    with fencelock.Client(verified.url, tls_ca=certs / "ca.crt") as client:
+        round_trip(client, name)
+    assert not [r for r in caplog.records if "verification is OFF" in r.getMessage()], "only the option warns"
     with fencelock.Client(server.url, tls_dangerously_skip_verification=True) as client:
         round_trip(client, name)
+    # close() has handed every queued record to logging.
+    loud = [r for r in caplog.records if r.name == "fencelock" and "verification is OFF" in r.getMessage()]
+    assert loud, [r.getMessage() for r in caplog.records]
+    assert all(r.levelno == logging.WARNING for r in loud)
+    assert "dangerously_skip_verification" in loud[0].getMessage()
 
 
 def test_bad_tls_options_are_errors_at_construction(certs: Path) -> None:
