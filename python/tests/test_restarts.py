@@ -38,6 +38,16 @@ def scan_count(url: str, pattern: bytes) -> int:
         r.close()
 
 
+def script_calls(r: Redis) -> int:
+    """EVAL + EVALSHA calls since the last CONFIG RESETSTAT."""
+    info: bytes = r.execute("INFO", "commandstats")
+    calls = 0
+    for line in info.decode().splitlines():
+        if line.startswith(("cmdstat_eval:", "cmdstat_evalsha:")):
+            calls += int(line.split("calls=")[1].split(",")[0])
+    return calls
+
+
 def test_fence_after_a_restart_without_persistence_is_above_every_earlier_fence(
     redis_server: Callable[..., Server],
 ) -> None:
@@ -90,6 +100,10 @@ def test_redlock_3_of_5_with_2_restarted_empty_and_2_down_acquires_within_the_wa
         restart(servers[1])
         servers[2].kill()
         servers[3].kill()
+        # For the wait=0 check below: a second client, connected while a
+        # quorum is up (nothing left in flight: a release answers on all 3).
+        probe = fencelock.Client([s.url for s in servers], connect_timeout=0.5, response_timeout=0.5)
+        probe.acquire(f"{name}:probe", ttl=10.0, wait=5.0).release()
         t = time.monotonic()
         lease = client.acquire(name, ttl=10.0, wait=5.0)
         assert time.monotonic() - t < 5.0
@@ -104,6 +118,26 @@ def test_redlock_3_of_5_with_2_restarted_empty_and_2_down_acquires_within_the_wa
         assert info.value.reason == "unreachable"
         assert "3 of 5 nodes unreachable" in str(info.value)
         assert info.value.name == name
+
+    # The first client is closed: its background releases are over. wait=0
+    # fails at once: one round (an acquire on each reachable node, then its
+    # compensating release), no retry, no backoff.
+    r = Redis(servers[0].url)
+    r.execute("CONFIG", "RESETSTAT")
+    try:
+        t = time.monotonic()
+        with pytest.raises(fencelock.NotAcquired) as info:
+            probe.acquire(name, ttl=10.0, wait=0)
+        took = time.monotonic() - t
+        assert info.value.reason == "unreachable"
+        assert "3 of 5 nodes unreachable" in str(info.value)
+        # Refused connections answer in milliseconds: far below the 0.5 s
+        # connect/response timeouts and the retry backoff's 1 s cap.
+        assert took < 0.5, f"{took:.3f} s"
+    finally:
+        probe.close()  # awaits the compensating release
+    assert script_calls(r) == 2, "one round on node 0: acquire + compensating release, no retry"
+    r.close()
 
 
 def test_a_rolling_restart_of_all_3_nodes_keeps_an_auto_renewed_lease(
