@@ -37,6 +37,14 @@ async function scanCount(raw, pattern) {
   return n
 }
 
+/** EVAL + EVALSHA calls since the last CONFIG RESETSTAT. */
+async function scriptCalls(raw) {
+  const info = String(await raw.cmd('INFO', 'commandstats'))
+  let calls = 0
+  for (const m of info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+)/gm)) calls += Number(m[1])
+  return calls
+}
+
 test('the fence after a restart without persistence is above every earlier fence', async () => {
   const server = await startRedis()
   const name = uniqueName('restart-fence')
@@ -88,10 +96,11 @@ test('20,000 names used once leave no key once the grace has passed', async () =
   }
 })
 
-test('Redlock 3 of 5, 2 restarted empty and 2 down: acquired within the wait; too few: reason unreachable', async () => {
+test('Redlock 3 of 5, 2 restarted empty and 2 down: acquired within the wait; too few: reason unreachable, at once with wait 0', async () => {
   const servers = await Promise.all([0, 1, 2, 3, 4].map(() => startRedis()))
   const name = uniqueName('redlock')
   const client = await Client.connect(servers.map((s) => s.url), fast)
+  let probe
   try {
     const first = await client.acquire(name, { ttl: 10_000, wait: 5000 })
     await first.release()
@@ -99,6 +108,8 @@ test('Redlock 3 of 5, 2 restarted empty and 2 down: acquired within the wait; to
     await restart(servers[1])
     await servers[2].kill()
     await servers[3].kill()
+    // For the wait: 0 check below: a second client, connected while a quorum is up.
+    probe = await Client.connect(servers.map((s) => s.url), fast)
     let t = Date.now()
     const lease = await client.acquire(name, { ttl: 10_000, wait: 5000 })
     assert.ok(Date.now() - t < 5000)
@@ -114,8 +125,30 @@ test('Redlock 3 of 5, 2 restarted empty and 2 down: acquired within the wait; to
     assert.match(err.message, /3 of 5 nodes unreachable/)
     assert.equal(err.lockName, name)
     assert.equal(err.name, 'NotAcquiredError')
+    await client.close() // awaits its background (compensating) releases
+
+    // wait: 0 fails at once: one round (an acquire on each reachable node,
+    // then its compensating release), no retry, no backoff.
+    const raw = await servers[0].raw()
+    await raw.cmd('CONFIG', 'RESETSTAT')
+    try {
+      t = performance.now()
+      const failed = await probe.acquire(name, { ttl: 10_000, wait: 0 }).catch((e) => e)
+      const took = performance.now() - t
+      assert.ok(failed instanceof NotAcquiredError, String(failed))
+      assert.equal(failed.reason, 'unreachable')
+      assert.match(failed.message, /3 of 5 nodes unreachable/)
+      // Refused connections answer in milliseconds: far below the 500 ms
+      // connect/response timeouts and the retry backoff's 1 s cap.
+      assert.ok(took < 500, `${took} ms`)
+    } finally {
+      await probe.close() // awaits the compensating release
+    }
+    assert.equal(await scriptCalls(raw), 2, 'one round on node 0: acquire + compensating release, no retry')
+    raw.close()
   } finally {
     await client.close()
+    await probe?.close()
     await Promise.all(servers.map((s) => s.stop()))
   }
 })
