@@ -76,6 +76,8 @@ test('a user without channel rights releases; waiters in other clients fall back
   const other = await Client.connect(url)
   const name = uniqueName('acl-nochannel')
   const key = lockKey(name)
+  const denied = await admin.cmd('ACL', 'DRYRUN', 'app', 'PUBLISH', `${key}:released`, 'x')
+  assert.match(String(denied), /channel/, 'the case under test: PUBLISH is refused') // 'OK' if allowed
   try {
     // release() itself: no RedisError, the DEL stands although PUBLISH failed.
     const lease = await holderClient.acquire(name, { ttl: 10_000, wait: 0 })

@@ -70,7 +70,9 @@ def test_a_user_without_channel_rights_releases_and_waiters_fall_back_to_their_t
     admin = Redis(server.url)
     admin.execute("ACL", *acl)
     url = f"redis://app:acl-pass@127.0.0.1:{server.port}/0"
-    lock_key, fence_key, _ = lock_keys(name)
+    lock_key, fence_key, channel = lock_keys(name)
+    denied = admin.execute("ACL", "DRYRUN", "app", "PUBLISH", channel, "x")
+    assert denied != "OK" and b"channel" in denied, denied  # the case under test
     refused: List[str] = []
 
     class Keep(logging.Handler):
