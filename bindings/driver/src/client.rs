@@ -85,6 +85,7 @@ impl Client {
         let tls = Tls::load(&options, &urls)?;
         let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
         let parsed = crate::url::parse_all(&urls)?;
+        tls.warn_if_unverified();
         if parsed.iter().any(|u| u.tls) {
             ensure_crypto_provider();
         }

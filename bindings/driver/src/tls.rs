@@ -187,12 +187,6 @@ impl Tls {
                 ));
             }
         }
-        if options.dangerously_skip_verification {
-            tracing::warn!(
-                "TLS certificate verification is OFF (dangerously_skip_verification): \
-                 anyone on the network path can impersonate the Redis server"
-            );
-        }
         let certificates =
             (client_tls.is_some() || root_cert.is_some()).then_some(redis::TlsCertificates {
                 client_tls,
@@ -203,6 +197,17 @@ impl Tls {
             skip_verification: options.dangerously_skip_verification,
             server_name: options.server_name.clone(),
         })
+    }
+
+    /// Said once per client, when it connects (not when options are only
+    /// checked, so a lazily connecting client warns once too).
+    pub(crate) fn warn_if_unverified(&self) {
+        if self.skip_verification {
+            tracing::warn!(
+                "TLS certificate verification is OFF (dangerously_skip_verification): \
+                 anyone on the network path can impersonate the Redis server"
+            );
+        }
     }
 
     /// The URL as redis-rs must see it: `#insecure` exactly when the
