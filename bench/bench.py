@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -24,6 +25,7 @@ import time
 import redis
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(HERE, "..", "core", "src", "scripts")
 
 # (lang, scenario, implementations). The first one is fencelock's.
 GROUPS = [
@@ -44,12 +46,12 @@ GROUPS = [
     ("rust", "s1r", ["fencelock", "fencelock-replicas1"]),
     ("python", "s4", ["fencelock", "pottery"]),
     ("python-async", "s4", ["fencelock-async"]),
-    ("node", "s4", ["fencelock", "redlock", "semaphore"]),
+    ("node", "s4", ["fencelock", "fencelock-wasm:ioredis", "fencelock-wasm:node-redis", "redlock", "semaphore"]),
 ]
 MEM_GROUPS = [
     ("rust", ["fencelock"]),
     ("python", ["fencelock", "redis-py", "pottery"]),
-    ("node", ["fencelock", "redlock", "semaphore"]),
+    ("node", ["fencelock", "fencelock-wasm:ioredis", "fencelock-wasm:node-redis", "redlock", "semaphore"]),
 ]
 FLOOR_OF = {"rust": "floor", "python": "floor", "python-async": "floor-async", "node": "floor"}
 LANG_LABEL = {
@@ -163,6 +165,91 @@ def measure_memory(a, lang: str, impls: list[str]) -> list[dict]:
     return out
 
 
+def script_sha(name: str) -> str:
+    with open(os.path.join(SCRIPTS, name + ".lua"), "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
+QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def measure_write_back(a, lang: str, kind: str, log_dir: str) -> dict | None:
+    """How often a Redlock acquire needs the fence write-back (issue 10).
+
+    One extra S4 run of `kind` alone, with `redis-cli MONITOR` on each of the
+    5 nodes (kept out of the timed rounds: MONITOR costs the servers a little
+    per command). From the command streams: every acquire round is one token
+    sent with the acquire script's SHA (same token to every node); every
+    write-back is the raise-fence script's SHA with the lease's fence M, sent
+    to each node of the majority that reported less than M. So
+
+        write-back rate = distinct (fence key, M) among raise-fence calls
+                          / distinct (fence key, token) among acquire calls.
+    """
+    acquire_sha, raise_sha = script_sha("acquire"), script_sha("raise_fence")
+    nodes = []
+    for u in a.urls.split(","):
+        m = re.match(r"redis://([^:/]+):(\d+)", u)
+        nodes.append((m.group(1), int(m.group(2))))
+    # Loaded up front: a NOSCRIPT + EVAL fallback would hide a call from the SHA count.
+    for host, port in nodes:
+        r = redis.Redis(host=host, port=port)
+        for name in ("acquire", "release", "raise_fence"):
+            with open(os.path.join(SCRIPTS, name + ".lua"), "rb") as f:
+                r.script_load(f.read())
+        r.close()
+    tag = f"{lang}-{kind.replace(':', '-')}"
+    mons, files = [], []
+    try:
+        for i, (host, port) in enumerate(nodes):
+            path = os.path.join(log_dir, f"monitor-{tag}-{i}.log")
+            f = open(path, "w")
+            files.append(path)
+            mons.append((subprocess.Popen(["redis-cli", "-h", host, "-p", str(port), "monitor"],
+                                          stdout=f, stderr=subprocess.DEVNULL), f))
+        deadline = time.time() + 10
+        while time.time() < deadline and not all(os.path.getsize(p) >= 2 for p in files):
+            time.sleep(0.05)  # redis-cli prints OK once the server accepted MONITOR
+        wb_a = argparse.Namespace(**vars(a))
+        wb_a.secs = 2 * a.secs
+        res = run_group(lang, "s4", [kind], wb_a, timeout=60 + 8 * a.secs)
+    finally:
+        for p, f in mons:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            f.close()
+    if not res:
+        return None
+    acquires, raised, raise_calls, other_eval = set(), set(), 0, 0
+    for path in files:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if "lua]" in line:
+                    continue  # commands a script ran
+                args = QUOTED.findall(line)
+                if len(args) < 2:
+                    continue
+                cmd = args[0].upper()
+                if cmd == "EVAL":
+                    other_eval += 1
+                if cmd != "EVALSHA":
+                    continue
+                sha = args[1].lower()
+                if sha == acquire_sha and len(args) >= 6:   # 2 keys: lock, fence; ARGV[1] token
+                    acquires.add((args[4], args[5]))
+                elif sha == raise_sha and len(args) >= 5:   # 1 key: fence; ARGV[1] fence
+                    raised.add((args[3], args[4]))
+                    raise_calls += 1
+    for path in files:
+        os.remove(path)
+    return {"writeback": True, "lang": lang, "impl": kind, "acquires": len(acquires),
+            "write_backs": len(raised), "raise_calls": raise_calls, "eval_calls": other_eval,
+            "cycles": res[0]["cycles"], "rate": res[0]["rate"]}
+
+
 def med(xs):
     xs = [x for x in xs if x is not None and x == x]
     return statistics.median(xs) if xs else float("nan")
@@ -187,6 +274,12 @@ def aggregate(records: list[dict]) -> dict:
     return agg
 
 
+def load_txt(load) -> str:
+    if isinstance(load, (int, float)):  # raw files of earlier runs kept the 1-minute figure only
+        load = [load]
+    return " / ".join("–" if x != x else f"{x:.2f}" for x in load)
+
+
 def fmt(x, digits=0):
     if x is None or x != x:
         return "–"
@@ -201,13 +294,22 @@ def ratio(x, y):
     return "–" if not y or x != x or y != y else f"{x / y:.2f}×"
 
 
+def write_back_txt(r) -> str:
+    if not r:
+        return "not measured"
+    if not r["acquires"]:
+        return "no acquires seen"
+    calls = f", {r['raise_calls'] / r['write_backs']:.1f} calls" if r["write_backs"] else ""
+    return f"{100 * r['write_backs'] / r['acquires']:.1f} % ({r['write_backs']:,} of {r['acquires']:,}{calls})"
+
+
 def best_peer(agg, lang, scenario, impls):
     peers = [(agg[(lang, scenario, i)]["rate"], i) for i in impls
              if not i.startswith("fencelock") and not i.startswith("floor") and (lang, scenario, i) in agg]
     return max(peers) if peers else (float("nan"), None)
 
 
-def write_results(a, agg, mem, rb, records, path, took, loads):
+def write_results(a, agg, mem, rb, records, path, took, loads, wb=()):
     L = []
     w = L.append
     rb_rate = med(rb)
@@ -219,8 +321,9 @@ def write_results(a, agg, mem, rb, records, path, took, loads):
       f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC{took_txt}; mode: {mode}.\n")
     w(f"Machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} {platform.release()}; "
       f"{a.versions}. Client and Redis share the machine, over loopback. "
-      f"Load average (1 min) at start / end: {loads[0]:.1f} / {loads[1]:.1f} (nan = not recorded) — anything well above 1 means other work "
-      "shared the 2 cores and the wall-clock figures are noisy; CPU/cycle and the ratios within a round hold up better.\n")
+      f"Load average (1 / 5 / 15 min, as `uptime`) at start: {load_txt(loads[0])}; at end: {load_txt(loads[1])} "
+      f"— anything well above 1 means other work shared the {os.cpu_count()} cores and the wall-clock figures are noisy; "
+      "CPU/cycle and the ratios within a round hold up better.\n")
     w(f"Each measurement: {a.rounds} round(s) × {a.secs:g} s (S3: {2 * a.secs:g} s) after a warm-up on the same code path; "
       "implementations alternate in rotated order each round; figures are the median over rounds. "
       "Latency = one acquire+release cycle (S3: the wait from asking to getting). CPU = user+system "
@@ -299,21 +402,29 @@ def write_results(a, agg, mem, rb, records, path, took, loads):
     w("The Rust floor fans SET NX PX and EVALSHA out to the 5 nodes in parallel on redis-rs (majority wins; no fencing, "
       "no validity maths, no undo): what this machine allows at best. The 5 servers and the client share 2 cores, so the "
       "fan-out cannot be truly parallel here.\n")
-    w("| language | implementation | cycles/s | p50 ms | p99 ms | client CPU µs/cycle | p50 ÷ own single-node p50 | × node-redlock |")
-    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    w("Write-back rate: the share of fencelock's Redlock leases whose fence M (the maximum over the granting majority) "
+      "fewer than a majority had reported, so that the driver wrote it back with the raise-fence script before handing "
+      "the lease over (one more round trip). Counted from `redis-cli MONITOR` on all 5 nodes during one extra "
+      f"{2 * a.secs:g} s S4 run per front end, outside the timed rounds: distinct (fence key, M) among raise-fence "
+      "EVALSHAs ÷ distinct (fence key, token) among acquire EVALSHAs; calls = raise-fence EVALSHAs per written-back "
+      "lease (one per lagging node of the majority).\n")
+    w("| language | implementation | cycles/s | p50 ms | p99 ms | client CPU µs/cycle | p50 ÷ own single-node p50 | × node-redlock | write-back rate |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    wb_of = {(r["lang"], r["impl"]): r for r in wb}
     nr = agg.get(("node", "s4", "redlock"), {}).get("rate", float("nan"))
     for lang, sc, impls in GROUPS:
         if sc != "s4":
             continue
         for i in impls:
             g = agg.get((lang, "s4", i))
+            mine = i.startswith("fencelock")
+            wbr = write_back_txt(wb_of.get((lang, i))) if mine else ""
             if not g:
-                w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | failed | | | | | |")
+                w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | failed | | | | | | {wbr} |")
                 continue
             single = agg.get((lang, "s1", i), {}).get("p50_us", float("nan"))
-            mine = i.startswith("fencelock")
             w(f"| {LANG_LABEL[lang]} | {IMPL_LABEL[i]} | {fmt(g['rate'])} | {ms(g['p50_us'])} | {ms(g['p99_us'])} | "
-              f"{fmt(g['cpu'], 1)} | {ratio(g['p50_us'], single)} | {ratio(g['rate'], nr) if mine else ''} |")
+              f"{fmt(g['cpu'], 1)} | {ratio(g['p50_us'], single)} | {ratio(g['rate'], nr) if mine else ''} | {wbr} |")
     w("")
 
     w(f"## Memory — {a.leases:,} locks held by one client\n")
@@ -408,7 +519,7 @@ def targets(agg, mem, rb_floor):
 
 def rerender(a) -> None:
     """Rebuild the table from the raw JSON lines of an earlier run."""
-    records, mem, rb, meta = [], [], [], {}
+    records, mem, rb, meta, wb = [], [], [], {}, []
     with open(a.raw) as f:
         for line in f:
             r = json.loads(line)
@@ -416,6 +527,8 @@ def rerender(a) -> None:
                 rb.append(r["redis_benchmark_set_rps"])
             elif r.get("meta"):
                 meta = r
+            elif r.get("writeback"):
+                wb.append(r)
             elif r.get("scenario") == "mem":
                 mem.append(r)
             else:
@@ -425,8 +538,8 @@ def rerender(a) -> None:
             setattr(a, k, meta[k])
     if not meta:
         a.rounds = max(sum(1 for r in records if (r["lang"], r["scenario"]) == ("rust", "s1") and r["impl"] == "fencelock"), 1)
-    loads = tuple(meta.get("loads", [float("nan"), float("nan")]))
-    write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, meta.get("took", float("nan")), loads)
+    loads = tuple(meta.get("loads", [float("nan"), float("nan")]))  # [1-min] or [[1, 5, 15 min]] per end
+    write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, meta.get("took", float("nan")), loads, wb)
 
 
 def cpu_model() -> str:
@@ -460,7 +573,7 @@ def main() -> None:
     only = set(a.only.split(",")) if a.only else {"s1", "s2", "s3", "s4", "s1r", "mem"}
     port = int(re.search(r":(\d+)", a.url.split("//", 1)[1]).group(1))
     started = time.time()
-    load0 = os.getloadavg()[0]
+    load0 = list(os.getloadavg())
     records: list[dict] = []
     rb: list[float] = []
     raw = open(a.raw, "w")
@@ -481,6 +594,23 @@ def main() -> None:
                 print(f"  {lang:12} {scenario} {r['impl']:22} {r['rate']:>10,.0f}/s  p50 {r['p50_us'] / 1000:.2f} ms  "
                       f"p99 {r['p99_us'] / 1000:.2f} ms  cpu {r['cpu_us_per_cycle']} µs  err {r['errors']}", file=sys.stderr)
             records += res
+    wb = []
+    if "s4" in only:
+        # After the timed rounds, so MONITOR never slows a timed S4 row.
+        for lang, scenario, impls in GROUPS:
+            if scenario != "s4":
+                continue
+            for kind in impls:
+                if not kind.startswith("fencelock"):
+                    continue
+                r = measure_write_back(a, lang, kind, os.path.dirname(os.path.abspath(a.raw)))
+                if r is None:
+                    print(f"  write-back {lang} {kind}: the run failed", file=sys.stderr)
+                    continue
+                raw.write(json.dumps(r) + "\n")
+                print(f"  write-back {lang:12} {kind:26} {write_back_txt(r)}  (EVAL calls {r['eval_calls']}, "
+                      f"{r['rate']:,.0f} cycles/s under MONITOR)", file=sys.stderr)
+                wb.append(r)
     mem = []
     if "mem" in only:
         for lang, impls in MEM_GROUPS:
@@ -490,12 +620,13 @@ def main() -> None:
                 print(f"  mem {lang:8} {r['impl']:12} redis {r['redis_bytes_per_lock']:.0f} B/lock "
                       f"(beyond names {r['redis_bytes_beyond_names']:.0f}), rss {r['rss_bytes_per_lease']:.0f} B/lease", file=sys.stderr)
             mem += res
-    meta = {"meta": True, "took": time.time() - started, "loads": [load0, os.getloadavg()[0]],
+    load1 = list(os.getloadavg())
+    meta = {"meta": True, "took": time.time() - started, "loads": [load0, load1],
             "versions": a.versions, "quick": a.quick, "rounds": a.rounds, "secs": a.secs, "leases": a.leases}
     raw.write(json.dumps(meta) + "\n")
     raw.close()
     write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, time.time() - started,
-                  (load0, os.getloadavg()[0]))
+                  (load0, load1), wb)
     print(f"bench: wrote {a.out} ({time.time() - started:.0f} s)", file=sys.stderr)
 
 
