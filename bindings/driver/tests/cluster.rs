@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{split_urls, unique};
-use fencelock::{Client, ClientOptions, Error, LockOptions, Topology};
+use fencelock::{Client, ClientOptions, Error, LockOptions, NotAcquiredReason, Topology};
 use fencelock_testkit::harness_env;
 
 fn seeds() -> Vec<String> {
@@ -153,8 +153,19 @@ async fn replicas_one_acknowledges_and_three_is_refused_and_released() {
     .await
     .unwrap();
     match client.acquire(&name, &opts).await {
-        Err(e @ Error::NotAcquired { .. }) => {
+        Err(
+            e @ Error::NotAcquired {
+                reason: NotAcquiredReason::Replicas { acked, wanted: 3 },
+                ..
+            },
+        ) => {
+            assert!(acked < 3, "{e}");
             assert!(e.to_string().contains(&name), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("only {acked} of 3 replicas acknowledged")),
+                "{e}"
+            );
         }
         other => panic!("expected NotAcquired, got {other:?}"),
     }

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{split_urls, unique};
-use fencelock::{Client, ClientOptions, Error, LockOptions, Topology};
+use fencelock::{Client, ClientOptions, Error, LockOptions, NotAcquiredReason, Topology};
 use fencelock_testkit::harness_env;
 
 fn sentinels() -> Vec<String> {
@@ -72,8 +72,21 @@ async fn replicas_one_is_acknowledged_and_two_is_refused_and_released() {
     .await
     .unwrap();
     match client.acquire(&name, &opts).await {
-        Err(Error::NotAcquired { .. }) => {}
-        other => panic!("expected NotAcquired, got {other:?}"),
+        // The group has one replica: it acknowledges, a second cannot.
+        Err(
+            e @ Error::NotAcquired {
+                reason:
+                    NotAcquiredReason::Replicas {
+                        acked: 1,
+                        wanted: 2,
+                    },
+                ..
+            },
+        ) => assert!(
+            e.to_string().contains("only 1 of 2 replicas acknowledged"),
+            "{e}"
+        ),
+        other => panic!("expected NotAcquired (replicas), got {other:?}"),
     }
     assert!(!common::exists(&primary_url(), &common::keys(&name).lock));
     client.close().await;
