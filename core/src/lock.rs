@@ -3,9 +3,8 @@
 //!
 //! Every decision about lock semantics lives here: quorum, validity, fencing
 //! write-back, retry timing, renewal, loss detection and compensation. The
-//! caller only moves [`Command`]s out and [`Reply`]s in, in the order
-//! `acquire/extend/release/cancel | handle_*` → `poll_command`* → `poll_event`*
-//! → wait until `poll_timeout` or the next reply or wake-up.
+//! caller only moves [`Command`]s out and [`Reply`]s in, following the run
+//! loop in the crate docs (input, drain both queues, wait).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -44,6 +43,7 @@ impl std::fmt::Debug for Token {
 }
 
 /// Where a lock is in its life; `poll_*` says what to do next.
+/// [`State::Done`] ends the run loop (see the crate docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     /// Created, `acquire` not called yet.
@@ -102,6 +102,7 @@ enum RoundKind {
     Release,
 }
 
+/// One lease's state machine, driven by the run loop in the crate docs.
 #[derive(Debug)]
 pub struct Lock {
     config: LockConfig,
@@ -143,6 +144,7 @@ pub struct Lock {
 }
 
 impl Lock {
+    #[must_use]
     pub fn new(config: LockConfig) -> Self {
         let nodes = config.nodes.max(1);
         Lock {
@@ -389,11 +391,15 @@ impl Lock {
 
     // ---- outputs -----------------------------------------------------------
 
+    /// The next command to send, in order; drain until `None` after every input.
+    #[must_use = "a command not sent never gets the reply its round waits for"]
     pub fn poll_command(&mut self) -> Option<Command> {
         self.commands.pop_front()
     }
 
-    /// When to call `handle_timeout` next, if ever.
+    /// When to call `handle_timeout` next, if ever. Read after draining:
+    /// any input may move or clear it.
+    #[must_use = "without waiting for it, retries, renewals and expiry never happen"]
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Acquiring if self.round.is_none() => earliest(self.retry_at, self.deadline()),
@@ -409,36 +415,53 @@ impl Lock {
         }
     }
 
+    /// The next event to act on, in order; drain until `None` after the commands.
+    #[must_use = "an event polled and dropped is lost: it is reported once"]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     // ---- getters -----------------------------------------------------------
 
+    #[must_use]
     pub fn state(&self) -> State {
         self.state
     }
+
+    #[must_use]
     pub fn name(&self) -> &LockName {
         &self.config.name
     }
+
+    #[must_use]
     pub fn token(&self) -> &Token {
         &self.config.token
     }
+
+    #[must_use]
     pub fn ttl(&self) -> Ttl {
         self.config.ttl
     }
+
+    #[must_use]
     pub fn keys(&self) -> &LockKeys {
         &self.config.keys
     }
+
     /// The fencing token, once acquired.
+    #[must_use]
     pub fn fence(&self) -> Option<u64> {
         self.fence
     }
+
     /// Until when the holder may assume exclusivity (drift already taken off).
+    #[must_use]
     pub fn valid_until(&self) -> Option<Instant> {
         self.valid_until
     }
+
     /// Time left at `now`; zero once lost or expired.
+    #[must_use]
     pub fn valid_for(&self, now: Instant) -> Duration {
         match self.valid_until {
             Some(until) if !self.lost && self.state == State::Held => {
@@ -447,12 +470,16 @@ impl Lock {
             _ => Duration::ZERO,
         }
     }
+
+    #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lost
     }
+
     /// An acquire failure already decided but not yet reported:
     /// `Event::AcquireFailed` waits for the compensating releases, while a
     /// driver may tell its caller at once (and keep driving them).
+    #[must_use]
     pub fn acquire_failure(&self) -> Option<&Error> {
         self.failure.as_ref()
     }
