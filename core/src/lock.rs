@@ -9,6 +9,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+mod timers;
+
+use self::timers::{Timer, TimerTable};
 use crate::replicas;
 use crate::{
     Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, NotAcquiredReason,
@@ -124,8 +127,9 @@ pub struct Lock {
     /// An acquire failure waiting for `cleanup` to drain.
     failure: Option<Error>,
 
-    acquire_started: Option<Instant>,
-    retry_at: Option<Instant>,
+    /// Deadline, retry, expiry and renewal instants; `timer_armed` says
+    /// which of them count in the current state.
+    timers: TimerTable,
     subscribed: bool,
     /// A wake-up arrived while an attempt was in flight: retry at once if it fails.
     woken: bool,
@@ -135,9 +139,7 @@ pub struct Lock {
     unreachable_rounds: u32,
 
     fence: Option<u64>,
-    valid_until: Option<Instant>,
     current_ttl: Ttl,
-    renew_at: Option<Instant>,
     lost: bool,
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
     replicas: Option<WaitReplicas>,
@@ -160,15 +162,12 @@ impl Lock {
             extend: None,
             cleanup: Vec::new(),
             failure: None,
-            acquire_started: None,
-            retry_at: None,
+            timers: TimerTable::default(),
             subscribed: false,
             woken: false,
             reason: NotAcquiredReason::Held,
             unreachable_rounds: 0,
             fence: None,
-            valid_until: None,
-            renew_at: None,
             lost: false,
             replicas: None,
         }
@@ -198,7 +197,9 @@ impl Lock {
             )));
         }
         self.state = State::Acquiring;
-        self.acquire_started = Some(now);
+        if let Wait::Bounded(wait) = self.config.wait {
+            self.timers.set(Timer::Deadline, now + wait);
+        }
         self.start_attempt(now);
         Ok(())
     }
@@ -256,7 +257,7 @@ impl Lock {
             )),
             State::Held => {
                 self.abandon_extend();
-                self.renew_at = None;
+                self.timers.stop(Timer::Renew);
                 self.state = State::Releasing;
                 self.round =
                     Some(self.fan_out(now, RoundKind::Release, self.current_ttl, |_| true));
@@ -274,8 +275,8 @@ impl Lock {
             State::Acquiring | State::Held => {
                 self.round = None;
                 self.abandon_extend();
-                self.renew_at = None;
-                self.retry_at = None;
+                self.timers.stop(Timer::Renew);
+                self.timers.stop(Timer::Retry);
                 self.unsubscribe();
                 if self.state == State::Held {
                     self.maybe_holding.iter_mut().for_each(|m| *m = true);
@@ -369,23 +370,31 @@ impl Lock {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        match self.state {
-            State::Acquiring if self.round.is_none() => {
-                if self.deadline().is_some_and(|d| now >= d) {
-                    self.fail_acquire(self.not_acquired());
-                } else if self.retry_at.is_some_and(|t| now >= t) {
-                    self.start_attempt(now);
+        // Each firing may disarm the ones after it (a failed acquire stops
+        // retrying, a lost lease stops renewing), so ask again every time.
+        for timer in Timer::VALUES {
+            if self.timer_armed(timer) && self.timers.is_expired(timer, now) {
+                match timer {
+                    Timer::Deadline => self.fail_acquire(self.not_acquired()),
+                    Timer::Retry => self.start_attempt(now),
+                    Timer::Expiry => self.mark_lost(),
+                    Timer::Renew => self.send_extend(now, 0),
                 }
             }
-            State::Held => {
-                if !self.lost && self.valid_until.is_some_and(|v| now >= v) {
-                    self.mark_lost();
-                }
-                if !self.lost && self.extend.is_none() && self.renew_at.is_some_and(|t| now >= t) {
-                    self.send_extend(now, 0);
-                }
+        }
+    }
+
+    /// Whether `timer` counts in the current state: the one rule both
+    /// `poll_timeout` and `handle_timeout` follow. Acquire timers wait while
+    /// no attempt is in flight; a held lease's only while it is not lost,
+    /// and renewal only while no extend is in flight.
+    fn timer_armed(&self, timer: Timer) -> bool {
+        match timer {
+            Timer::Deadline | Timer::Retry => {
+                self.state == State::Acquiring && self.round.is_none()
             }
-            _ => {}
+            Timer::Expiry => self.state == State::Held && !self.lost,
+            Timer::Renew => self.state == State::Held && !self.lost && self.extend.is_none(),
         }
     }
 
@@ -401,18 +410,7 @@ impl Lock {
     /// any input may move or clear it.
     #[must_use = "without waiting for it, retries, renewals and expiry never happen"]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.state {
-            State::Acquiring if self.round.is_none() => earliest(self.retry_at, self.deadline()),
-            State::Held if !self.lost => {
-                let renew = if self.extend.is_none() {
-                    self.renew_at
-                } else {
-                    None
-                };
-                earliest(self.valid_until, renew)
-            }
-            _ => None,
-        }
+        self.timers.next_timeout(|timer| self.timer_armed(timer))
     }
 
     /// The next event to act on, in order; drain until `None` after the commands.
@@ -457,13 +455,13 @@ impl Lock {
     /// Until when the holder may assume exclusivity (drift already taken off).
     #[must_use]
     pub fn valid_until(&self) -> Option<Instant> {
-        self.valid_until
+        self.timers.get(Timer::Expiry)
     }
 
     /// Time left at `now`; zero once lost or expired.
     #[must_use]
     pub fn valid_for(&self, now: Instant) -> Duration {
-        match self.valid_until {
+        match self.valid_until() {
             Some(until) if !self.lost && self.state == State::Held => {
                 until.saturating_duration_since(now)
             }
@@ -487,14 +485,11 @@ impl Lock {
     // ---- acquiring ---------------------------------------------------------
 
     fn deadline(&self) -> Option<Instant> {
-        match self.config.wait {
-            Wait::Forever => None,
-            Wait::Bounded(wait) => self.acquire_started.map(|start| start + wait),
-        }
+        self.timers.get(Timer::Deadline)
     }
 
     fn start_attempt(&mut self, now: Instant) {
-        self.retry_at = None;
+        self.timers.stop(Timer::Retry);
         self.woken = false;
         self.maybe_holding.iter_mut().for_each(|m| *m = true);
         self.round = Some(self.fan_out(now, RoundKind::Attempt, self.config.ttl, |_| true));
@@ -526,7 +521,7 @@ impl Lock {
         // Redlock needs positive validity; a single Redis hands over what it
         // granted, however short (the lease then reports itself lost at once).
         if granted.len() >= quorum && (valid_until > now || self.config.nodes == 1) {
-            self.valid_until = Some(valid_until);
+            self.timers.set(Timer::Expiry, valid_until);
             let max = granted.iter().map(|&(_, f)| f).max().unwrap_or(0);
             let lagging: Vec<usize> = granted
                 .iter()
@@ -614,7 +609,7 @@ impl Lock {
             .min(self.config.retry.max_delay);
         self.unreachable_rounds = self.unreachable_rounds.saturating_add(1);
         let delay = step / 2 + self.random_up_to(step / 2);
-        self.retry_at = Some(now + delay);
+        self.timers.set(Timer::Retry, now + delay);
     }
 
     fn wait_for_retry(&mut self, now: Instant, holder_pttl: Option<i64>) {
@@ -638,7 +633,8 @@ impl Lock {
             _ => Duration::ZERO,
         };
         let jitter = self.random_up_to(policy.jitter);
-        self.retry_at = Some(now + base.min(policy.max_delay) + jitter);
+        self.timers
+            .set(Timer::Retry, now + base.min(policy.max_delay) + jitter);
     }
 
     fn finish_write_back(&mut self, now: Instant, round: Round, fence: u64, already: usize) {
@@ -647,11 +643,11 @@ impl Lock {
             .iter()
             .filter(|o| matches!(o, Some(Outcome::Yes(f)) if *f >= fence))
             .count();
-        let valid = self.valid_until.is_some_and(|v| v > now);
+        let valid = self.valid_until().is_some_and(|v| v > now);
         if already + raised >= self.quorum() && valid {
             self.grant(round.sent_at, fence);
         } else {
-            self.valid_until = None;
+            self.timers.stop(Timer::Expiry);
             self.compensate(now, false);
             self.wait_for_retry(now, None);
         }
@@ -662,9 +658,10 @@ impl Lock {
         self.fence = Some(fence);
         self.state = State::Held;
         if self.config.auto_renew {
-            self.renew_at = Some(sent_at + renew_interval(self.current_ttl));
+            self.timers
+                .set(Timer::Renew, sent_at + renew_interval(self.current_ttl));
         }
-        let valid_until = self.valid_until.expect("set before granting");
+        let valid_until = self.valid_until().expect("set before granting");
         self.events
             .push_back(Event::Acquired { fence, valid_until });
     }
@@ -674,7 +671,7 @@ impl Lock {
     /// behind in Redis.
     fn fail_acquire(&mut self, error: Error) {
         self.unsubscribe();
-        self.retry_at = None;
+        self.timers.stop(Timer::Retry);
         self.failure = Some(error);
         self.state = State::Releasing;
         self.settle_if_idle();
@@ -696,7 +693,9 @@ impl Lock {
             .current_ttl
             .as_duration()
             .saturating_sub(self.current_ttl.drift());
-        self.valid_until = self.valid_until.map(|v| v.min(now + window));
+        if let Some(until) = self.valid_until() {
+            self.timers.set(Timer::Expiry, until.min(now + window));
+        }
         self.extend = Some(self.fan_out(
             now,
             RoundKind::Extend { callers },
@@ -736,9 +735,10 @@ impl Lock {
             self.compensate(now, true);
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else if yes >= quorum && valid_until > now {
-            self.valid_until = Some(valid_until);
+            self.timers.set(Timer::Expiry, valid_until);
             if self.config.auto_renew {
-                self.renew_at = Some(round.sent_at + renew_interval(round.ttl));
+                self.timers
+                    .set(Timer::Renew, round.sent_at + renew_interval(round.ttl));
             }
             self.reclaim(&round);
             tell(&mut self.events, Event::Extended { valid_until });
@@ -757,7 +757,7 @@ impl Lock {
             );
             if self.config.auto_renew {
                 let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
-                self.renew_at = Some(now + retry);
+                self.timers.set(Timer::Renew, now + retry);
             }
         }
     }
@@ -799,7 +799,7 @@ impl Lock {
     fn mark_lost(&mut self) {
         if !self.lost {
             self.lost = true;
-            self.renew_at = None;
+            self.timers.stop(Timer::Renew);
             self.events.push_back(Event::Lost);
         }
     }
@@ -1052,13 +1052,6 @@ fn first_failure(round: &Round) -> Option<String> {
 /// Auto-renewal runs every ttl/3: two renewals can fail before expiry.
 fn renew_interval(ttl: Ttl) -> Duration {
     Duration::from_millis((ttl.as_millis() / 3).max(1))
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 #[cfg(test)]
