@@ -1,7 +1,9 @@
 //! The lock's timers, one slot per kind, so `poll_timeout` and
 //! `handle_timeout` read the same table instead of loose fields.
 
-use crate::Instant;
+use std::time::Duration;
+
+use crate::{Instant, Ttl};
 
 /// Every instant a lock may need to be woken at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,10 +58,14 @@ impl TimerTable {
     }
 }
 
+/// Auto-renewal runs every ttl/3: two renewals can fail before expiry.
+pub(super) fn renew_interval(ttl: Ttl) -> Duration {
+    Duration::from_millis((ttl.as_millis() / 3).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn ms(n: u64) -> Instant {
         Instant::from_epoch(Duration::from_millis(n))
