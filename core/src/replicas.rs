@@ -2,7 +2,7 @@
 //! only once `WAIT N timeout` confirms that N replicas have it, so a failover
 //! to one of them cannot lose it. The driver runs the WAIT right after the
 //! script on the same connection (pipelined: still one round trip) and hands
-//! back both replies; this module reads them, `lock.rs` decides.
+//! back both replies; this module reads them, `lock/` decides.
 
 use std::time::Duration;
 

@@ -437,13 +437,21 @@ impl Sim {
 
     /// Process every event up to and including global time `until`.
     pub fn run_until(&mut self, until: Micros) {
-        while self.queue.peek().is_some_and(|s| s.at <= until) {
-            let Scheduled { at, ev, .. } = self.queue.pop().unwrap();
-            self.now = self.now.max(at);
-            self.steps += 1;
-            self.process(ev);
-        }
+        while self.step(until) {}
         self.now = self.now.max(until);
+    }
+
+    /// Process the next event if it is due by `limit` (global); returns
+    /// whether there was one. The one place the clock and `steps` advance.
+    fn step(&mut self, limit: Micros) -> bool {
+        if self.queue.peek().is_none_or(|s| s.at > limit) {
+            return false;
+        }
+        let Scheduled { at, ev, .. } = self.queue.pop().unwrap();
+        self.now = self.now.max(at);
+        self.steps += 1;
+        self.process(ev);
+        true
     }
 
     /// Run until nothing is left to happen, or `limit` (global) is reached.
@@ -474,15 +482,8 @@ impl Sim {
             {
                 return Some(e.clone());
             }
-            match self.queue.peek() {
-                Some(s) if s.at <= limit => {
-                    let at = s.at;
-                    let Scheduled { ev, .. } = self.queue.pop().unwrap();
-                    self.now = self.now.max(at);
-                    self.steps += 1;
-                    self.process(ev);
-                }
-                _ => return None,
+            if !self.step(limit) {
+                return None;
             }
         }
     }
@@ -491,15 +492,8 @@ impl Sim {
     /// Returns whether `keep_going` turned false.
     pub fn run_while(&mut self, limit: Micros, keep_going: impl Fn(&Sim) -> bool) -> bool {
         while keep_going(self) {
-            match self.queue.peek() {
-                Some(s) if s.at <= limit => {
-                    let at = s.at;
-                    let Scheduled { ev, .. } = self.queue.pop().unwrap();
-                    self.now = self.now.max(at);
-                    self.steps += 1;
-                    self.process(ev);
-                }
-                _ => return false,
+            if !self.step(limit) {
+                return false;
             }
         }
         true

@@ -1,0 +1,447 @@
+//! The lock state machine: one lease over N independent Redis nodes
+//! (N = 1 is a single Redis, N >= 3 is Redlock), from acquire to release.
+//!
+//! Every decision about lock semantics lives here: quorum, validity, fencing
+//! write-back, retry timing, renewal, loss detection and compensation. The
+//! caller only moves [`Command`]s out and [`Reply`]s in, following the run
+//! loop in the crate docs (input, drain both queues, wait).
+//!
+//! `mod.rs` holds the types and the public API; the other files add private
+//! methods to [`Lock`], each calling only methods of the files after it:
+//! - `mod.rs`: inputs, outputs, getters, and which timers count in which
+//!   state;
+//! - `acquire.rs`, `renew.rs`, `release.rs`: what a finished round means in
+//!   each phase of a lease (attempts and write-back; extends, renewals and
+//!   reclaims; releases);
+//! - `outputs.rs`: what every phase shares: the quorum, the commands they
+//!   queue (fan-outs, compensating releases, reclaims) and the events
+//!   (lost, unsubscribe, done);
+//! - `rounds.rs`: one fan-out to the nodes and the tallies over its replies;
+//! - `outcomes.rs`: what one node's reply means;
+//! - `timers.rs`: the timer table.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+mod acquire;
+mod outcomes;
+mod outputs;
+mod release;
+mod renew;
+mod rounds;
+mod timers;
+
+#[cfg(test)]
+mod tests;
+
+use self::outcomes::Outcome;
+use self::rounds::{Round, RoundKind};
+use self::timers::{Timer, TimerTable};
+use crate::{
+    Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, NotAcquiredReason,
+    Reply, RetryPolicy, Ttl, Wait, WaitReplicas,
+};
+
+/// Everything a lease is made from. The token comes from the caller (the core
+/// has no RNG); so does `seed`, which only spreads retry jitter.
+#[derive(Clone, Debug)]
+pub struct LockConfig {
+    pub name: LockName,
+    pub keys: LockKeys,
+    pub token: Token,
+    pub ttl: Ttl,
+    pub wait: Wait,
+    pub nodes: usize,
+    pub auto_renew: bool,
+    pub retry: RetryPolicy,
+    /// How long the fence key outlives the lock (see [`FenceGrace`]).
+    pub fence_grace: FenceGrace,
+    pub seed: u64,
+}
+
+/// A lease token. Readable on purpose, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(pub String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// Where a lock is in its life; `poll_*` says what to do next.
+/// [`State::Done`] ends the run loop (see the crate docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Created, `acquire` not called yet.
+    Idle,
+    /// Attempting or waiting to attempt.
+    Acquiring,
+    /// Held (or lost but not yet released), possibly with an extend in flight.
+    Held,
+    /// A release or a compensating release is in flight.
+    Releasing,
+    /// Finished: released, failed to acquire, or cancelled. Replies to an
+    /// abandoned renewal may still arrive; they are ignored.
+    Done,
+}
+
+/// One lease's state machine, driven by the run loop in the crate docs.
+#[derive(Debug)]
+pub struct Lock {
+    config: LockConfig,
+    state: State,
+    commands: VecDeque<Command>,
+    events: VecDeque<Event>,
+    next_id: u64,
+    rng: u64,
+
+    /// Acquire/write-back/release rounds; renewals and user extends run in
+    /// `extend` so a release can overtake them.
+    round: Option<Round>,
+    extend: Option<Round>,
+    /// Nodes where our key may exist: granted, or an unknown outcome.
+    maybe_holding: Vec<bool>,
+    /// Compensating releases and reclaims in flight (their replies change
+    /// nothing but a refused wake-up).
+    cleanup: Vec<CommandId>,
+    /// An acquire failure waiting for `cleanup` to drain.
+    failure: Option<Error>,
+
+    /// Deadline, retry, expiry and renewal instants; `timer_armed` says
+    /// which of them count in the current state.
+    timers: TimerTable,
+    subscribed: bool,
+    /// A wake-up arrived while an attempt was in flight: retry at once if it fails.
+    woken: bool,
+    /// Why the last attempt failed (reported if the wait runs out).
+    reason: NotAcquiredReason,
+    /// Consecutive attempts without a quorum of answering nodes (backoff).
+    unreachable_rounds: u32,
+
+    fence: Option<u64>,
+    current_ttl: Ttl,
+    lost: bool,
+    /// `replicas=N`: grants and extensions need N replica acknowledgements.
+    replicas: Option<WaitReplicas>,
+}
+
+impl Lock {
+    #[must_use]
+    pub fn new(config: LockConfig) -> Self {
+        let nodes = config.nodes.max(1);
+        Lock {
+            rng: config.seed | 1,
+            current_ttl: config.ttl,
+            maybe_holding: vec![false; nodes],
+            config: LockConfig { nodes, ..config },
+            state: State::Idle,
+            commands: VecDeque::new(),
+            events: VecDeque::new(),
+            next_id: 0,
+            round: None,
+            extend: None,
+            cleanup: Vec::new(),
+            failure: None,
+            timers: TimerTable::default(),
+            subscribed: false,
+            woken: false,
+            reason: NotAcquiredReason::Held,
+            unreachable_rounds: 0,
+            fence: None,
+            lost: false,
+            replicas: None,
+        }
+    }
+
+    /// Count an acquire, extend or renewal only once `replicas` replicas
+    /// acknowledged it (`WAIT replicas timeout` after the script). Too few:
+    /// the lock is released and the acquire fails with `NotAcquired` (reason
+    /// "replicas"), an extend or renewal with `LockLost`. 0 (the default)
+    /// waits for nothing. Call before `acquire`.
+    pub fn require_replicas(&mut self, replicas: u32, timeout: Duration) {
+        self.replicas = (replicas > 0).then_some(WaitReplicas { replicas, timeout });
+    }
+
+    // ---- application commands -----------------------------------------------
+
+    /// Start acquiring. Misuse (called twice) is `InvalidArgument`.
+    pub fn acquire(&mut self, now: Instant) -> Result<(), Error> {
+        if self.state != State::Idle {
+            return Err(Error::invalid(format!(
+                "acquire was already called for lock {}",
+                self.config.name
+            )));
+        }
+        self.state = State::Acquiring;
+        if let Wait::Bounded(wait) = self.config.wait {
+            self.timers.set(Timer::Deadline, now + wait);
+        }
+        self.start_attempt(now);
+        Ok(())
+    }
+
+    /// Extend a held lease to `ttl` (default: the lease's ttl) from now.
+    /// Completes with `Extended` or `ExtendFailed` (`LockLost` at once if the
+    /// lease is already known lost).
+    pub fn extend(&mut self, now: Instant, ttl: Option<Ttl>) -> Result<(), Error> {
+        match self.state {
+            State::Idle | State::Acquiring => {
+                return Err(Error::invalid(format!(
+                    "lock {} is not acquired yet",
+                    self.config.name
+                )));
+            }
+            // Released (or lost and released): no longer held.
+            State::Releasing | State::Done => {
+                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+                return Ok(());
+            }
+            State::Held if self.lost => {
+                self.events.push_back(Event::ExtendFailed(self.lock_lost()));
+                return Ok(());
+            }
+            State::Held => {}
+        }
+        // A new extend supersedes one in flight (a renewal or the caller's):
+        // the later PEXPIRE wins on every node anyway, and every caller
+        // waiting gets the outcome of the last one.
+        let callers = match self.extend {
+            Some(Round {
+                kind: RoundKind::Extend { callers },
+                ..
+            }) => callers + 1,
+            _ => 1,
+        };
+        self.current_ttl = ttl.unwrap_or(self.config.ttl);
+        self.send_extend(now, callers);
+        Ok(())
+    }
+
+    /// Release the lease; completes with `Released`. After the first release
+    /// (or a failed acquire) it completes with `Released(Ok(()))` at once.
+    pub fn release(&mut self, now: Instant) -> Result<(), Error> {
+        match self.state {
+            State::Idle | State::Acquiring => {
+                Err(Error::invalid("release needs an acquired lease"))
+            }
+            State::Releasing | State::Done if self.round.is_none() => {
+                self.events.push_back(Event::Released(Ok(())));
+                Ok(())
+            }
+            State::Releasing | State::Done => Err(Error::invalid(
+                "a release is already in progress on this lease",
+            )),
+            State::Held => {
+                self.abandon_extend();
+                self.timers.stop(Timer::Renew);
+                self.state = State::Releasing;
+                self.round =
+                    Some(self.fan_out(now, RoundKind::Release, self.current_ttl, |_| true));
+                Ok(())
+            }
+        }
+    }
+
+    /// The caller gave up on an acquire (dropped future, AbortSignal,
+    /// KeyboardInterrupt), or dropped a held lease. Any node that may hold our
+    /// key gets a compensating release; keep driving until `State::Done`.
+    pub fn cancel(&mut self, now: Instant) {
+        match self.state {
+            State::Idle => self.state = State::Done,
+            State::Acquiring | State::Held => {
+                self.round = None;
+                self.abandon_extend();
+                self.timers.stop(Timer::Renew);
+                self.timers.stop(Timer::Retry);
+                self.unsubscribe();
+                if self.state == State::Held {
+                    self.maybe_holding.iter_mut().for_each(|m| *m = true);
+                }
+                self.state = State::Releasing;
+                self.compensate(now, true);
+                self.settle_if_idle();
+            }
+            State::Releasing | State::Done => {}
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------------
+
+    pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
+        if let Some(at) = self.cleanup.iter().position(|&c| c == id) {
+            self.cleanup.swap_remove(at);
+            if reply == Reply::Int(2) {
+                // Only compensating releases answer 2.
+                self.events.push_back(Event::NotPublished);
+            }
+            self.settle_if_idle();
+            return;
+        }
+        let replicas = self.replicas;
+        if let Some(at) = self
+            .round
+            .as_mut()
+            .and_then(|round| round.record(id, &reply, replicas))
+        {
+            let round = self.round.as_ref().expect("matched above");
+            if round.kind == RoundKind::Attempt {
+                // Only a node that surely did not set our key can be forgotten.
+                if let Some(Outcome::No(_) | Outcome::Failed(_)) = round.outcomes[at] {
+                    self.maybe_holding[round.ids[at].1] = false;
+                }
+            }
+            if round.is_complete() {
+                let round = self.round.take().expect("matched above");
+                self.finish_round(now, round);
+            }
+        } else if self
+            .extend
+            .as_mut()
+            .and_then(|round| round.record(id, &reply, replicas))
+            .is_some()
+            && self.extend.as_ref().is_some_and(Round::is_complete)
+        {
+            let round = self.extend.take().expect("matched above");
+            self.finish_extend(now, round);
+        }
+        // Anything else is a stale or unknown id: ignored.
+    }
+
+    /// A release notification arrived on the lock's channel (or the
+    /// subscription asked for by `Event::Subscribe` is now active).
+    pub fn handle_wakeup(&mut self, now: Instant) {
+        if self.state != State::Acquiring {
+            return;
+        }
+        if self.round.is_some() {
+            self.woken = true;
+        } else {
+            self.start_attempt(now);
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        // Each firing may disarm the ones after it (a failed acquire stops
+        // retrying, a lost lease stops renewing), so ask again every time.
+        for timer in Timer::VALUES {
+            if self.timer_armed(timer) && self.timers.is_expired(timer, now) {
+                match timer {
+                    Timer::Deadline => self.fail_acquire(self.not_acquired()),
+                    Timer::Retry => self.start_attempt(now),
+                    Timer::Expiry => self.mark_lost(),
+                    Timer::Renew => self.send_extend(now, 0),
+                }
+            }
+        }
+    }
+
+    /// Whether `timer` counts in the current state: the one rule both
+    /// `poll_timeout` and `handle_timeout` follow. Acquire timers wait while
+    /// no attempt is in flight; a held lease's only while it is not lost,
+    /// and renewal only while no extend is in flight.
+    fn timer_armed(&self, timer: Timer) -> bool {
+        match timer {
+            Timer::Deadline | Timer::Retry => {
+                self.state == State::Acquiring && self.round.is_none()
+            }
+            Timer::Expiry => self.state == State::Held && !self.lost,
+            Timer::Renew => self.state == State::Held && !self.lost && self.extend.is_none(),
+        }
+    }
+
+    fn finish_round(&mut self, now: Instant, round: Round) {
+        match round.kind {
+            RoundKind::Attempt => self.finish_attempt(now, round),
+            RoundKind::WriteBack { fence, already } => {
+                self.finish_write_back(now, round, fence, already)
+            }
+            RoundKind::Release => self.finish_release(round),
+            RoundKind::Extend { .. } => unreachable!("extends run in their own slot"),
+        }
+    }
+
+    // ---- outputs ------------------------------------------------------------
+
+    /// The next command to send, in order; drain until `None` after every input.
+    #[must_use = "a command not sent never gets the reply its round waits for"]
+    pub fn poll_command(&mut self) -> Option<Command> {
+        self.commands.pop_front()
+    }
+
+    /// When to call `handle_timeout` next, if ever. Read after draining:
+    /// any input may move or clear it.
+    #[must_use = "without waiting for it, retries, renewals and expiry never happen"]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next_timeout(|timer| self.timer_armed(timer))
+    }
+
+    /// The next event to act on, in order; drain until `None` after the commands.
+    #[must_use = "an event polled and dropped is lost: it is reported once"]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- getters ------------------------------------------------------------
+
+    #[must_use]
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    #[must_use]
+    pub fn name(&self) -> &LockName {
+        &self.config.name
+    }
+
+    #[must_use]
+    pub fn token(&self) -> &Token {
+        &self.config.token
+    }
+
+    #[must_use]
+    pub fn ttl(&self) -> Ttl {
+        self.config.ttl
+    }
+
+    #[must_use]
+    pub fn keys(&self) -> &LockKeys {
+        &self.config.keys
+    }
+
+    /// The fencing token, once acquired.
+    #[must_use]
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+    }
+
+    /// Until when the holder may assume exclusivity (drift already taken off).
+    #[must_use]
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.timers.get(Timer::Expiry)
+    }
+
+    /// Time left at `now`; zero once lost or expired.
+    #[must_use]
+    pub fn valid_for(&self, now: Instant) -> Duration {
+        match self.valid_until() {
+            Some(until) if !self.lost && self.state == State::Held => {
+                until.saturating_duration_since(now)
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.lost
+    }
+
+    /// An acquire failure already decided but not yet reported:
+    /// `Event::AcquireFailed` waits for the compensating releases, while a
+    /// driver may tell its caller at once (and keep driving them).
+    #[must_use]
+    pub fn acquire_failure(&self) -> Option<&Error> {
+        self.failure.as_ref()
+    }
+}

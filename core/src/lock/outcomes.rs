@@ -1,0 +1,75 @@
+//! Reply interpretation: what one node's reply to one script means. The
+//! only place that knows the scripts' reply shapes, so the driver can hand
+//! replies in uninterpreted.
+
+use crate::replicas;
+use crate::{Reply, Script, WaitReplicas};
+
+/// What one node said to one command.
+#[derive(Clone, Debug)]
+pub(super) enum Outcome {
+    /// Acquire: granted with this counter value. RaiseFence: counter now.
+    /// Extend: 1. Release: 1, or 2 if the wake-up was not published.
+    Yes(u64),
+    /// Acquire: held by someone else, with this PTTL. Extend/Release: 0.
+    No(i64),
+    /// The server refused (the script did not write anything).
+    Failed(String),
+    /// May or may not have run.
+    Unknown(String),
+    /// Acquire/Extend: the script said yes, but fewer replicas than required
+    /// acknowledged it (`replicas=N`); our key may be there.
+    Unreplicated { acked: u32 },
+}
+
+impl Outcome {
+    /// With `replicas=N`, acquire and extend replies carry the `WAIT` count
+    /// too; a yes with too few acknowledgements is `Unreplicated`.
+    pub(super) fn read(script: Script, reply: Reply, replicas: Option<WaitReplicas>) -> Outcome {
+        match replicas {
+            Some(wanted) if matches!(script, Script::Acquire | Script::Extend) => {
+                let (reply, acked) = replicas::split(reply);
+                match Outcome::parse(script, reply) {
+                    Outcome::Yes(_) if acked < wanted.replicas => Outcome::Unreplicated { acked },
+                    outcome => outcome,
+                }
+            }
+            _ => Outcome::parse(script, reply),
+        }
+    }
+
+    fn parse(script: Script, reply: Reply) -> Outcome {
+        match (script, reply) {
+            (_, Reply::Error(message)) => Outcome::Failed(message),
+            (_, Reply::Unknown(message)) => Outcome::Unknown(message),
+            (Script::Acquire, Reply::Array(items)) => match items.as_slice() {
+                [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
+                    Outcome::Yes(fence_value(fence).expect("checked"))
+                }
+                [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
+                // A reply we cannot read may still mean the script ran.
+                _ => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
+            },
+            (Script::RaiseFence, counter) if fence_value(&counter).is_some() => {
+                Outcome::Yes(fence_value(&counter).expect("checked"))
+            }
+            (Script::Release, Reply::Int(2)) => Outcome::Yes(2),
+            (Script::Extend | Script::Release, Reply::Int(1)) => Outcome::Yes(1),
+            (Script::Extend | Script::Release, Reply::Int(0)) => Outcome::No(0),
+            (Script::Acquire, _) => {
+                Outcome::Unknown("unexpected reply to the acquire script".to_owned())
+            }
+            _ => Outcome::Failed("unexpected reply from Redis".to_owned()),
+        }
+    }
+}
+
+/// A fence as the scripts return it: a decimal string (exact u64), or an
+/// integer reply from a server that converted it.
+fn fence_value(reply: &Reply) -> Option<u64> {
+    match reply {
+        Reply::Bulk(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
+        Reply::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}

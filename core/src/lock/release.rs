@@ -1,0 +1,53 @@
+//! Releasing: what a release round's replies mean, and telling extend
+//! callers still waiting that the lease is gone.
+
+use super::outcomes::Outcome;
+use super::rounds::{Round, RoundKind};
+use super::Lock;
+use crate::{Error, Event};
+
+impl Lock {
+    /// Released on a majority, or why not; nothing may hold our key after.
+    pub(super) fn finish_release(&mut self, round: Round) {
+        let yes = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::Yes(_))))
+            .count();
+        if round
+            .outcomes
+            .iter()
+            .any(|o| matches!(o, Some(Outcome::Yes(2))))
+        {
+            self.events.push_back(Event::NotPublished);
+        }
+        let result = if self.lost {
+            Err(self.lock_lost())
+        } else if yes >= self.quorum() {
+            Ok(())
+        } else if let Some(message) = round.first_failure() {
+            Err(Error::redis(Some(&self.config.name), message))
+        } else {
+            // Expired or taken over before we released: the lease was lost.
+            self.mark_lost();
+            Err(self.lock_lost())
+        };
+        self.maybe_holding.iter_mut().for_each(|m| *m = false);
+        self.events.push_back(Event::Released(result));
+        self.settle_if_idle();
+    }
+
+    /// Extend calls still waiting when the lease is released or dropped
+    /// learn that it is no longer held.
+    pub(super) fn abandon_extend(&mut self) {
+        if let Some(Round {
+            kind: RoundKind::Extend { callers },
+            ..
+        }) = self.extend.take()
+        {
+            let lost = self.lock_lost();
+            self.events
+                .extend(std::iter::repeat_n(Event::ExtendFailed(lost), callers));
+        }
+    }
+}

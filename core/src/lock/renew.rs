@@ -1,0 +1,108 @@
+//! Holding: extends and auto-renewals, what their replies mean for the
+//! lease, and putting the key back where a node lost it.
+
+use std::collections::VecDeque;
+
+use super::outcomes::Outcome;
+use super::rounds::{Round, RoundKind};
+use super::timers::{renew_interval, Timer};
+use super::Lock;
+use crate::{Error, Event, Instant};
+
+impl Lock {
+    pub(super) fn send_extend(&mut self, now: Instant, callers: usize) {
+        // The PEXPIRE may run whatever the reply says, so from the send on a
+        // shorter ttl shortens what the holder may rely on; success then
+        // sets the new window.
+        let window = self
+            .current_ttl
+            .as_duration()
+            .saturating_sub(self.current_ttl.drift());
+        if let Some(until) = self.timers.get(Timer::Expiry) {
+            self.timers.set(Timer::Expiry, until.min(now + window));
+        }
+        self.extend = Some(self.fan_out(
+            now,
+            RoundKind::Extend { callers },
+            self.current_ttl,
+            |_| true,
+        ));
+    }
+
+    /// Every caller waiting on this round gets its outcome.
+    pub(super) fn finish_extend(&mut self, now: Instant, round: Round) {
+        let RoundKind::Extend { callers } = round.kind else {
+            unreachable!("only extends here")
+        };
+        let lost = self.lock_lost();
+        let tell = |events: &mut VecDeque<Event>, event: Event| {
+            events.extend(std::iter::repeat_n(event, callers));
+        };
+        let yes = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::Yes(_))))
+            .count();
+        let no = round
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(Outcome::No(_))))
+            .count();
+        let valid_until = round.valid_until();
+        let quorum = self.quorum();
+        if self.lost {
+            // Lost while the extend was in flight (validity ran out): too late.
+            tell(&mut self.events, Event::ExtendFailed(lost.clone()));
+        } else if round
+            .unreplicated(yes, quorum, self.replicas, &self.config.name)
+            .is_some()
+        {
+            // Extended, but not on enough replicas: a failover could lose it,
+            // so it no longer counts as held. Give it back.
+            self.mark_lost();
+            self.maybe_holding.iter_mut().for_each(|m| *m = true);
+            self.compensate(now, true);
+            tell(&mut self.events, Event::ExtendFailed(lost.clone()));
+        } else if yes >= quorum && valid_until > now {
+            self.timers.set(Timer::Expiry, valid_until);
+            if self.config.auto_renew {
+                self.timers
+                    .set(Timer::Renew, round.sent_at + renew_interval(round.ttl));
+            }
+            self.reclaim(&round);
+            tell(&mut self.events, Event::Extended { valid_until });
+        } else if no > self.config.nodes - quorum || (yes >= quorum) {
+            // The lock is someone else's (or expired) on a majority.
+            self.mark_lost();
+            tell(&mut self.events, Event::ExtendFailed(lost.clone()));
+        } else {
+            // Redis trouble, not a verdict: the lease stays valid until its
+            // deadline; a renewal tries again soon.
+            let message = round
+                .first_failure()
+                .unwrap_or_else(|| "no majority answered".to_owned());
+            tell(
+                &mut self.events,
+                Event::ExtendFailed(Error::redis(Some(&self.config.name), message)),
+            );
+            if self.config.auto_renew {
+                let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
+                self.timers.set(Timer::Renew, now + retry);
+            }
+        }
+    }
+
+    /// A majority still holds our token, so put it back where a node lost
+    /// it (restarted empty, or the key expired while the node was away):
+    /// otherwise every node restarting in turn would leave us below quorum.
+    fn reclaim(&mut self, round: &Round) {
+        let Some(fence) = self.fence else { return };
+        for (at, &(_, node)) in round.ids.iter().enumerate() {
+            if matches!(round.outcomes[at], Some(Outcome::No(_))) {
+                let id = self.push_reclaim(node, round.ttl, fence);
+                self.maybe_holding[node] = true;
+                self.cleanup.push(id);
+            }
+        }
+    }
+}

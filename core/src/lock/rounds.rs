@@ -1,0 +1,106 @@
+//! A round: one fan-out of a script to the nodes, waiting for every reply,
+//! and the tallies the phases judge it by.
+
+use super::outcomes::Outcome;
+use crate::replicas;
+use crate::{CommandId, Error, Instant, LockName, Reply, Script, Ttl, WaitReplicas};
+
+/// One fan-out of a script to the nodes, waiting for every reply.
+#[derive(Debug)]
+pub(super) struct Round {
+    pub(super) kind: RoundKind,
+    pub(super) sent_at: Instant,
+    pub(super) ttl: Ttl,
+    /// Each command sent, with the node it went to.
+    pub(super) ids: Vec<(CommandId, usize)>,
+    /// One per command, in the same order; `None` until its reply.
+    pub(super) outcomes: Vec<Option<Outcome>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RoundKind {
+    Attempt,
+    /// Raising lagging fencing counters to `fence` before the lease is returned.
+    WriteBack {
+        fence: u64,
+        /// Granting nodes already at `fence`.
+        already: usize,
+    },
+    Extend {
+        /// Extend calls waiting for this round; 0 for an auto-renewal.
+        callers: usize,
+    },
+    Release,
+}
+
+impl RoundKind {
+    pub(super) fn script(self) -> Script {
+        match self {
+            RoundKind::Attempt => Script::Acquire,
+            RoundKind::WriteBack { .. } => Script::RaiseFence,
+            RoundKind::Extend { .. } => Script::Extend,
+            RoundKind::Release => Script::Release,
+        }
+    }
+}
+
+impl Round {
+    /// If `id` is one of this round's commands, note its outcome (the first
+    /// reply counts; a repeat changes nothing) and return its position.
+    pub(super) fn record(
+        &mut self,
+        id: CommandId,
+        reply: &Reply,
+        replicas: Option<WaitReplicas>,
+    ) -> Option<usize> {
+        let at = self.ids.iter().position(|&(c, _)| c == id)?;
+        if self.outcomes[at].is_none() {
+            self.outcomes[at] = Some(Outcome::read(self.kind.script(), reply.clone(), replicas));
+        }
+        Some(at)
+    }
+
+    pub(super) fn is_complete(&self) -> bool {
+        self.outcomes.iter().all(Option::is_some)
+    }
+
+    /// How long a yes from this round lets the holder rely on the lock:
+    /// counted from the send, minus the clock drift allowance.
+    pub(super) fn valid_until(&self) -> Instant {
+        self.sent_at + self.ttl.as_duration().saturating_sub(self.ttl.drift())
+    }
+
+    /// The first refusal or unknown outcome's message, for the error.
+    pub(super) fn first_failure(&self) -> Option<String> {
+        self.outcomes.iter().find_map(|o| match o {
+            Some(Outcome::Failed(m) | Outcome::Unknown(m)) => Some(m.clone()),
+            _ => None,
+        })
+    }
+
+    /// With `replicas=N`: the round fell short of a majority of replicated
+    /// yeses only because of missing replica acknowledgements. The error
+    /// says how many acknowledged (the best node's count).
+    pub(super) fn unreplicated(
+        &self,
+        yes: usize,
+        quorum: usize,
+        replicas: Option<WaitReplicas>,
+        name: &LockName,
+    ) -> Option<Error> {
+        let wanted = replicas?.replicas;
+        let short: Vec<u32> = self
+            .outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Some(Outcome::Unreplicated { acked }) => Some(*acked),
+                _ => None,
+            })
+            .collect();
+        if yes >= quorum || yes + short.len() < quorum {
+            return None;
+        }
+        let acked = short.iter().copied().max().unwrap_or(0);
+        Some(replicas::too_few(name, acked, wanted))
+    }
+}

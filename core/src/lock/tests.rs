@@ -1,0 +1,435 @@
+//! Unit tests of the state machine through its public API.
+
+use super::*;
+use crate::{KeySpace, Script};
+
+fn ms(n: u64) -> Instant {
+    Instant::from_epoch(Duration::from_millis(n))
+}
+
+fn lock(nodes: usize, wait: Wait, auto_renew: bool) -> Lock {
+    let name = LockName::new("job").unwrap();
+    Lock::new(LockConfig {
+        keys: KeySpace::default().keys(&name),
+        name,
+        token: Token("t".into()),
+        ttl: Ttl::from_millis(1000).unwrap(),
+        wait,
+        nodes,
+        auto_renew,
+        retry: RetryPolicy::default(),
+        fence_grace: FenceGrace::DEFAULT,
+        seed: 7,
+    })
+}
+
+fn commands(lock: &mut Lock) -> Vec<Command> {
+    std::iter::from_fn(|| lock.poll_command()).collect()
+}
+
+fn events(lock: &mut Lock) -> Vec<Event> {
+    std::iter::from_fn(|| lock.poll_event()).collect()
+}
+
+fn granted(fence: i64) -> Reply {
+    Reply::Array(vec![Reply::Int(1), Reply::Int(fence)])
+}
+
+fn held(pttl: i64) -> Reply {
+    Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)])
+}
+
+#[test]
+fn single_node_acquire_then_release_is_one_command_each() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    assert_eq!(c.script, Script::Acquire);
+    l.handle_reply(ms(1), c.id, granted(5));
+    assert_eq!(
+        events(&mut l),
+        vec![Event::Acquired {
+            fence: 5,
+            valid_until: ms(1000 - 12)
+        }]
+    );
+    l.release(ms(2)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(3), c.id, Reply::Int(1));
+    assert_eq!(events(&mut l), vec![Event::Released(Ok(()))]);
+    assert_eq!(l.state(), State::Done);
+    l.release(ms(4)).unwrap();
+    assert_eq!(events(&mut l), vec![Event::Released(Ok(()))]);
+    assert!(commands(&mut l).is_empty());
+}
+
+#[test]
+fn contended_waiter_subscribes_and_retries_on_wakeup() {
+    let mut l = lock(1, Wait::Bounded(Duration::from_secs(5)), false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, held(800));
+    assert_eq!(events(&mut l), vec![Event::Subscribe]);
+    let retry = l.poll_timeout().unwrap();
+    assert!(retry >= ms(801) && retry <= ms(806), "{retry:?}");
+    l.handle_wakeup(ms(10));
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, granted(6));
+    assert_eq!(
+        events(&mut l),
+        vec![
+            Event::Unsubscribe,
+            Event::Acquired {
+                fence: 6,
+                valid_until: ms(10 + 988)
+            }
+        ]
+    );
+}
+
+#[test]
+fn wait_bound_ends_in_not_acquired() {
+    let mut l = lock(1, Wait::Bounded(Duration::from_millis(50)), false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, held(800));
+    assert_eq!(l.poll_timeout(), Some(ms(50)));
+    l.handle_timeout(ms(50));
+    let ev = events(&mut l);
+    assert!(
+        matches!(
+            ev.as_slice(),
+            [
+                Event::Subscribe,
+                Event::Unsubscribe,
+                Event::AcquireFailed(Error::NotAcquired { .. })
+            ]
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(l.state(), State::Done);
+}
+
+#[test]
+fn try_once_fails_without_subscribing() {
+    let mut l = lock(1, Wait::TRY_ONCE, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, held(800));
+    let ev = events(&mut l);
+    assert!(
+        matches!(
+            ev.as_slice(),
+            [Event::AcquireFailed(Error::NotAcquired { .. })]
+        ),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn unknown_outcome_is_compensated() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, Reply::Unknown("timed out".into()));
+    let [r] = commands(&mut l).try_into().unwrap();
+    assert_eq!(r.script, Script::Release);
+    // The failure waits for the compensating release.
+    assert!(events(&mut l).is_empty());
+    assert_eq!(l.state(), State::Releasing);
+    l.handle_reply(ms(2), r.id, Reply::Int(0));
+    assert!(matches!(
+        events(&mut l).as_slice(),
+        [Event::AcquireFailed(Error::Redis { .. })]
+    ));
+    assert_eq!(l.state(), State::Done);
+}
+
+#[test]
+fn cancel_mid_flight_releases() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.cancel(ms(1));
+    let [r] = commands(&mut l).try_into().unwrap();
+    assert_eq!(r.script, Script::Release);
+    l.handle_reply(ms(2), c.id, granted(1));
+    l.handle_reply(ms(2), r.id, Reply::Int(1));
+    assert!(events(&mut l).is_empty());
+    assert_eq!(l.state(), State::Done);
+}
+
+#[test]
+fn auto_renew_extends_every_third_and_loss_is_reported() {
+    let mut l = lock(1, Wait::Forever, true);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, granted(1));
+    events(&mut l);
+    assert_eq!(l.poll_timeout(), Some(ms(333)));
+    l.handle_timeout(ms(333));
+    let [e] = commands(&mut l).try_into().unwrap();
+    assert_eq!(e.script, Script::Extend);
+    l.handle_reply(ms(334), e.id, Reply::Int(1));
+    assert!(events(&mut l).is_empty());
+    assert_eq!(l.valid_until(), Some(ms(333 + 988)));
+    l.handle_timeout(ms(666));
+    let [e] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(667), e.id, Reply::Int(0));
+    assert_eq!(events(&mut l), vec![Event::Lost]);
+    assert!(l.is_lost());
+    l.release(ms(700)).unwrap();
+    let [r] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(701), r.id, Reply::Int(0));
+    assert!(matches!(
+        events(&mut l).as_slice(),
+        [Event::Released(Err(Error::LockLost { .. }))]
+    ));
+}
+
+#[test]
+fn redlock_writes_back_the_maximum_fence() {
+    let mut l = lock(5, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let cs = commands(&mut l);
+    assert_eq!(cs.len(), 5);
+    for (c, reply) in cs.iter().zip([
+        granted(3),
+        granted(9),
+        granted(4),
+        held(10),
+        Reply::Unknown("down".into()),
+    ]) {
+        l.handle_reply(ms(2), c.id, reply);
+    }
+    let wb = commands(&mut l);
+    assert_eq!(
+        wb.iter().map(|c| (c.script, c.node)).collect::<Vec<_>>(),
+        vec![(Script::RaiseFence, 0), (Script::RaiseFence, 2)]
+    );
+    assert!(events(&mut l).is_empty());
+    l.handle_reply(ms(3), wb[0].id, Reply::Int(9));
+    l.handle_reply(ms(3), wb[1].id, Reply::Int(9));
+    assert_eq!(
+        events(&mut l),
+        vec![Event::Acquired {
+            fence: 9,
+            valid_until: ms(988)
+        }]
+    );
+}
+
+#[test]
+fn redlock_without_majority_releases_everywhere_it_may_hold() {
+    let mut l = lock(5, Wait::TRY_ONCE, false);
+    l.acquire(ms(0)).unwrap();
+    let cs = commands(&mut l);
+    for (c, reply) in cs.iter().zip([
+        granted(1),
+        granted(1),
+        held(10),
+        held(10),
+        Reply::Unknown("down".into()),
+    ]) {
+        l.handle_reply(ms(2), c.id, reply);
+    }
+    let releases = commands(&mut l);
+    assert_eq!(
+        releases.iter().map(|c| c.node).collect::<Vec<_>>(),
+        vec![0, 1, 4]
+    );
+    for r in &releases {
+        assert!(events(&mut l).is_empty());
+        l.handle_reply(ms(3), r.id, Reply::Int(1));
+    }
+    assert!(matches!(
+        events(&mut l).as_slice(),
+        [Event::AcquireFailed(Error::NotAcquired { .. })]
+    ));
+}
+
+#[test]
+fn overlapping_extends_all_complete_and_extend_after_release_is_lock_lost() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, granted(1));
+    events(&mut l);
+    l.extend(ms(2), None).unwrap();
+    l.extend(ms(3), None).unwrap();
+    let cs = commands(&mut l);
+    assert_eq!(cs.len(), 2);
+    l.handle_reply(ms(4), cs[0].id, Reply::Int(1));
+    l.handle_reply(ms(4), cs[1].id, Reply::Int(1));
+    let extended = Event::Extended {
+        valid_until: ms(3 + 988),
+    };
+    assert_eq!(events(&mut l), vec![extended.clone(), extended]);
+    l.release(ms(5)).unwrap();
+    let [r] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(6), r.id, Reply::Int(1));
+    events(&mut l);
+    l.extend(ms(7), None).unwrap();
+    assert!(matches!(
+        events(&mut l).as_slice(),
+        [Event::ExtendFailed(Error::LockLost { .. })]
+    ));
+}
+
+#[test]
+fn fences_arrive_as_exact_decimal_strings() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    // ARGV: token, ttl, fence key ttl = ttl + grace.
+    assert_eq!(c.args[1..], [b"1000".to_vec(), b"61000".to_vec()]);
+    let big = (1u64 << 53) + 1;
+    let reply = Reply::Array(vec![Reply::Int(1), Reply::Bulk(big.to_string().into())]);
+    l.handle_reply(ms(1), c.id, reply);
+    assert!(matches!(events(&mut l).as_slice(), [Event::Acquired { fence, .. }] if *fence == big));
+}
+
+#[test]
+fn redlock_retries_unreachable_rounds_until_the_wait_runs_out() {
+    let mut l = lock(5, Wait::Bounded(Duration::from_millis(500)), false);
+    l.acquire(ms(0)).unwrap();
+    let down = || Reply::Unknown("connection refused".into());
+    let mut now = 0;
+    let mut rounds = 0;
+    loop {
+        let cs = commands(&mut l);
+        if cs.iter().all(|c| c.script == Script::Release) {
+            for c in &cs {
+                l.handle_reply(ms(now), c.id, Reply::Int(0));
+            }
+            break;
+        }
+        rounds += 1;
+        for (i, c) in cs.iter().enumerate() {
+            let reply = if i < 2 { granted(1) } else { down() };
+            l.handle_reply(ms(now + 1), c.id, reply);
+        }
+        // Compensating releases of the two grants.
+        for c in commands(&mut l) {
+            l.handle_reply(ms(now + 1), c.id, Reply::Int(1));
+        }
+        assert!(events(&mut l).is_empty() || l.state() == State::Done);
+        let Some(at) = l.poll_timeout() else { break };
+        now = at.since_epoch().as_millis() as u64;
+        l.handle_timeout(at);
+    }
+    assert!(rounds >= 4, "retried with backoff: {rounds} rounds");
+    let ev = events(&mut l);
+    let Some(Event::AcquireFailed(e)) = ev.last() else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(
+        e.reason(),
+        Some(NotAcquiredReason::Unreachable {
+            unreachable: 3,
+            nodes: 5
+        })
+    );
+    assert!(e.to_string().contains("3 of 5 nodes unreachable"), "{e}");
+    assert!(now >= 500, "not before the wait ran out: {now}");
+}
+
+#[test]
+fn redlock_try_once_reports_unreachable_at_once() {
+    let mut l = lock(3, Wait::TRY_ONCE, false);
+    l.acquire(ms(0)).unwrap();
+    for c in commands(&mut l) {
+        l.handle_reply(ms(1), c.id, Reply::Error("ERR down".into()));
+    }
+    assert!(commands(&mut l).is_empty());
+    let ev = events(&mut l);
+    assert!(
+        matches!(ev.as_slice(), [Event::AcquireFailed(e)] if e.reason().map(|r| r.as_str()) == Some("unreachable")),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn held_until_the_wait_runs_out_is_reason_held() {
+    let mut l = lock(1, Wait::TRY_ONCE, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, held(800));
+    let ev = events(&mut l);
+    assert!(
+        matches!(ev.as_slice(), [Event::AcquireFailed(e)] if e.reason() == Some(NotAcquiredReason::Held)),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn renewal_puts_the_key_back_where_a_node_lost_it_while_a_majority_holds() {
+    let mut l = lock(3, Wait::Forever, true);
+    l.acquire(ms(0)).unwrap();
+    for c in commands(&mut l) {
+        l.handle_reply(ms(1), c.id, granted(7));
+    }
+    events(&mut l);
+    l.handle_timeout(ms(333));
+    let cs = commands(&mut l);
+    assert!(cs.iter().all(|c| c.script == Script::Extend));
+    // Node 2 restarted empty: "not ours" there, ours on 0 and 1.
+    for (c, r) in cs.iter().zip([1, 1, 0]) {
+        l.handle_reply(ms(334), c.id, Reply::Int(r));
+    }
+    let [r] = commands(&mut l).try_into().unwrap();
+    assert_eq!((r.script, r.node), (Script::Reclaim, 2));
+    assert_eq!(r.keys, vec![l.keys().lock.clone(), l.keys().fence.clone()]);
+    assert_eq!(
+        r.args[1..],
+        [b"1000".to_vec(), b"7".to_vec(), b"61000".to_vec()]
+    );
+    l.handle_reply(ms(335), r.id, Reply::Int(1));
+    assert!(!l.is_lost());
+    // Without a majority nothing is put back: the lease is lost.
+    l.handle_timeout(ms(667));
+    let cs = commands(&mut l);
+    for (c, r) in cs.iter().zip([1, 0, 0]) {
+        l.handle_reply(ms(668), c.id, Reply::Int(r));
+    }
+    assert!(commands(&mut l).is_empty());
+    assert_eq!(events(&mut l), vec![Event::Lost]);
+}
+
+#[test]
+fn a_refused_publish_is_a_successful_release_and_a_signal() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, granted(1));
+    events(&mut l);
+    l.release(ms(2)).unwrap();
+    let [r] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(3), r.id, Reply::Int(2));
+    assert_eq!(
+        events(&mut l),
+        vec![Event::NotPublished, Event::Released(Ok(()))]
+    );
+    assert!(!l.is_lost());
+}
+
+#[test]
+fn a_release_that_finds_the_lock_gone_marks_the_lease_lost() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, granted(1));
+    events(&mut l);
+    l.release(ms(2)).unwrap();
+    let [r] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(3), r.id, Reply::Int(0));
+    let ev = events(&mut l);
+    assert!(
+        matches!(
+            ev.as_slice(),
+            [Event::Lost, Event::Released(Err(Error::LockLost { .. }))]
+        ),
+        "{ev:?}"
+    );
+    assert!(l.is_lost());
+}
