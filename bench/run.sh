@@ -5,7 +5,7 @@
 #
 #   bash bench/run.sh            full run (a few minutes) -> bench/results.md
 #   QUICK=1 bash bench/run.sh    smoke run (< 2 min)      -> .build/bench/results-quick.md
-#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s4 mem)
+#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s1r s4 mem)
 #   BENCH_OUT=path ...           write the table elsewhere
 #
 # Everything it installs goes OUTSIDE the source tree (gitignored .build/):
@@ -14,8 +14,9 @@
 #   .build/bench-node   ioredis, node-redis, redlock (node-redlock v5),
 #                       redis-semaphore, and fencelock = node/*.js + a release
 #                       build of the addon + fencelock/wasm
-# It starts 1 + 5 redis-servers on free loopback ports and stops exactly
-# those on every exit path.
+# It starts the harness's redis-servers (ci/redis.sh: single, 5 Redlock nodes,
+# the Sentinel group for S1r, ...) on loopback and stops exactly those on
+# every exit path.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -105,8 +106,8 @@ cp -r "$ROOT/node/wasm" "$pkg/wasm"
 export BENCH_FENCELOCK_NODE=$pkg BENCH_NODE_MODULES=$NODE_DIR/node_modules
 
 # ------------------------------------------------------------ redis-servers
-# ci/redis.sh starts exactly 1 + 5 servers under its run dir and stops
-# exactly those; our own run dir keeps them apart from the test harness's.
+# ci/redis.sh starts its servers under its run dir and stops exactly
+# those; our own run dir keeps them apart from the test harness's.
 export FENCELOCK_REDIS_RUN_DIR=$RUN_DIR
 trap 'bash "$ROOT/ci/redis.sh" stop >/dev/null' EXIT
 trap 'exit 130' INT
