@@ -30,10 +30,7 @@ pub fn redis_url() -> (String, Option<Server>) {
 /// Five independent nodes for Redlock tests.
 pub fn redlock_urls() -> (Vec<String>, Vec<Server>) {
     match std::env::var("FENCELOCK_TEST_REDLOCK_URLS") {
-        Ok(urls) if !urls.is_empty() => (
-            urls.split(',').map(|u| u.trim().to_owned()).collect(),
-            Vec::new(),
-        ),
+        Ok(urls) if !urls.is_empty() => (split_urls(&urls), Vec::new()),
         _ => {
             let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
             (servers.iter().map(Server::url).collect(), servers)
@@ -195,6 +192,17 @@ impl Monitor {
     }
 }
 
+/// The message of the `Redis` error a connect failed with (panics on any
+/// other outcome).
+pub fn redis_message(result: Result<fencelock::Client, fencelock::Error>) -> String {
+    match result {
+        Err(fencelock::Error::Redis { message, .. }) => message,
+        Err(other) => panic!("expected a Redis error, got {other:?}"),
+        Ok(_) => panic!("connected"),
+    }
+}
+
+/// A comma-separated list of URLs, e.g. a harness variable.
 pub fn split_urls(urls: &str) -> Vec<String> {
     urls.split(',').map(|u| u.trim().to_owned()).collect()
 }
