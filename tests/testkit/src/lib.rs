@@ -12,4 +12,4 @@ mod server;
 pub use harness::{harness_env, redis_url};
 pub use monitor::{parse_monitor_line, Monitor, Seen};
 pub use ports::{claim, release, Port};
-pub use server::Server;
+pub use server::{Config, Server};
