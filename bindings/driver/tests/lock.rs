@@ -508,7 +508,7 @@ async fn every_bad_input_is_invalid_argument_and_writes_nothing() {
     let server = Server::start();
     let url = server.url();
     let client = Client::connect(url.as_str()).await.unwrap();
-    let mut monitor = Monitor::start(&server);
+    let mut monitor = Monitor::start(&server.url());
     let ok_ttl = LockOptions::new(secs(1));
     let long = vec![b'x'; 1025];
     let cases: Vec<(&[u8], LockOptions)> = vec![
@@ -602,7 +602,7 @@ async fn acquire_and_release_are_one_command_each() {
     let server = Server::start();
     let url = server.url();
     let client = Client::connect(url.as_str()).await.unwrap();
-    let mut monitor = Monitor::start(&server);
+    let mut monitor = Monitor::start(&server.url());
     let lease = client
         .acquire("rt", &LockOptions::new(secs(5)))
         .await

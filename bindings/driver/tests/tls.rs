@@ -100,14 +100,6 @@ async fn lock_round_trip(client: &Client) {
     lease.release().await.unwrap();
 }
 
-fn redis_message(result: Result<Client, Error>) -> String {
-    match result {
-        Err(Error::Redis { message, .. }) => message,
-        Err(other) => panic!("expected a Redis error, got {other:?}"),
-        Ok(_) => panic!("connected"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_given_as_a_file_or_as_pem_text_works() {
     let server = tls_server("server", "no");

@@ -10,8 +10,8 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{eventually, keys, split_urls, unique};
-use fencelock::{Client, ClientOptions, Error, LockOptions, Pem, TlsOptions, Topology};
+use common::{eventually, keys, redis_message, split_urls, unique};
+use fencelock::{Client, ClientOptions, LockOptions, Pem, TlsOptions, Topology};
 use fencelock_testkit::harness_env;
 
 fn cert(name: &str) -> Pem {
@@ -155,14 +155,6 @@ async fn locks_and_wake_ups(urls: &[String], options: &ClientOptions) {
     assert!(lease.fence() > holder.fence());
     lease.release().await.unwrap();
     client.close().await;
-}
-
-fn redis_message(result: Result<Client, Error>) -> String {
-    match result {
-        Err(Error::Redis { message, .. }) => message,
-        Err(other) => panic!("expected a Redis error, got {other:?}"),
-        Ok(_) => panic!("connected"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use fencelock::{Client, ClientOptions, Error, Lease, LockOptions};
-use fencelock_conformance::{
-    bytes, is_token, redis_url, script_calls, vectors, Monitor, Raw, Resp,
-};
+use fencelock_conformance::{bytes, is_token, script_calls, vectors};
+use fencelock_testkit::resp::{Conn, Value as Resp};
+use fencelock_testkit::{redis_url, Monitor};
 use serde_json::Value;
 
 /// (script name, KEYS, ARGV) of one script call.
@@ -25,7 +25,7 @@ fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
     }
 }
 
-fn raw_cmd(raw: &mut Raw, cmd: &Value, sc: &Value) {
+fn raw_cmd(raw: &mut Conn, cmd: &Value, sc: &Value) {
     let args: Vec<Vec<u8>> = cmd
         .as_array()
         .unwrap()
@@ -74,7 +74,7 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
     assert!(real.len() >= 5);
     for sc in real {
         let title = sc["name"].as_str().unwrap();
-        let mut raw = Raw::connect(&url);
+        let mut raw = Conn::connect(&url);
         for cmd in sc["setup"].as_array().unwrap() {
             raw_cmd(&mut raw, cmd, sc);
         }

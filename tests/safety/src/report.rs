@@ -1,5 +1,6 @@
 //! The table `make safety` prints and the docs/safety.md it writes.
 
+use crate::checker::Verdict;
 use crate::run::{Config, Row};
 
 fn cell(n: usize, guaranteed: bool) -> String {
@@ -8,6 +9,19 @@ fn cell(n: usize, guaranteed: bool) -> String {
     } else {
         format!("{n} (not promised)")
     }
+}
+
+/// A verdict's findings by property, labelled as the docs name them.
+fn findings(v: &Verdict) -> [(&'static str, &Vec<String>); 7] {
+    [
+        ("(a)", &v.a),
+        ("(b)", &v.b),
+        ("(c)", &v.c),
+        ("(d)", &v.d),
+        ("(e)", &v.e),
+        ("(f)", &v.f),
+        ("token leak", &v.secrets),
+    ]
 }
 
 fn verdict(row: &Row) -> &'static str {
@@ -98,16 +112,7 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 pub fn print_details(row: &Row) {
-    let v = &row.verdict;
-    for (what, list) in [
-        ("(a)", &v.a),
-        ("(b)", &v.b),
-        ("(c)", &v.c),
-        ("(d)", &v.d),
-        ("(e)", &v.e),
-        ("(f)", &v.f),
-        ("token leak", &v.secrets),
-    ] {
+    for (what, list) in findings(&row.verdict) {
         if list.is_empty() {
             continue;
         }
@@ -135,16 +140,7 @@ pub fn document(rows: &[Row], cfg: &Config, quick: bool, fuzz: Option<&str>) -> 
     d.push_str(&table(rows));
     d.push('\n');
     for r in rows {
-        let v = &r.verdict;
-        let lists = [
-            ("(a)", &v.a),
-            ("(b)", &v.b),
-            ("(c)", &v.c),
-            ("(d)", &v.d),
-            ("(e)", &v.e),
-            ("(f)", &v.f),
-            ("token leak", &v.secrets),
-        ];
+        let lists = findings(&r.verdict);
         if lists.iter().all(|(_, l)| l.is_empty()) {
             continue;
         }

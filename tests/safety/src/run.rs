@@ -15,8 +15,7 @@ use crate::checker::{self, Verdict};
 use crate::clock::{mono_ns, sha256_hex};
 use crate::history;
 use crate::proxy::Proxy;
-use crate::redis_server::Flavor;
-use crate::redis_server::RedisServer;
+use crate::redis_server::{self, Flavor, Nemesis, RedisServer};
 use crate::resource::Resource;
 use crate::resp;
 use crate::topology;
@@ -382,15 +381,15 @@ impl Ctx<'_> {
             }
             Fault::RestartImmediate => {
                 sleep_ms(self.rng.range(1000, 2000)).await;
-                self.servers[0].restart(None).await?;
+                self.servers[0].restart_as(None).await?;
                 self.faults += 1;
             }
             Fault::RestartDelayed => {
                 sleep_ms(self.rng.range(1000, 2000)).await;
-                self.servers[0].kill_now(Signal::SIGKILL);
+                self.servers[0].stop();
                 self.faults += 1;
                 sleep_ms(ttl + 200).await;
-                self.servers[0].restart(None).await?;
+                self.servers[0].restart_as(None).await?;
             }
             Fault::ScriptFlush => {
                 sleep_ms(self.rng.range(100, 400)).await;
@@ -444,12 +443,12 @@ impl Ctx<'_> {
                     self.servers[a].signal(Signal::SIGCONT);
                     self.servers[b].signal(Signal::SIGCONT);
                 } else {
-                    self.servers[a].kill_now(Signal::SIGKILL);
-                    self.servers[b].kill_now(Signal::SIGKILL);
+                    self.servers[a].stop();
+                    self.servers[b].stop();
                     // The delayed-restart rule: down for at least the max TTL.
                     sleep_ms(ttl + 300).await;
-                    self.servers[a].restart(None).await?;
-                    self.servers[b].restart(None).await?;
+                    self.servers[a].restart_as(None).await?;
+                    self.servers[b].restart_as(None).await?;
                 }
             }
             Fault::RollingRestart => {
@@ -458,10 +457,10 @@ impl Ctx<'_> {
                 sleep_ms(self.rng.range(ttl, ttl + 500)).await;
                 let node = self.next_restart;
                 self.next_restart = (node + 1) % self.servers.len();
-                self.servers[node].kill_now(Signal::SIGKILL);
+                self.servers[node].stop();
                 self.faults += 1;
                 sleep_ms(ttl + 300).await;
-                self.servers[node].restart(None).await?;
+                self.servers[node].restart_as(None).await?;
             }
             Fault::Failover => {
                 sleep_ms(self.rng.range(800, 1500)).await;
@@ -475,7 +474,10 @@ impl Ctx<'_> {
                 // the stream and delivers it on SIGCONT.)
                 let promoted =
                     resp::cmd_str(self.servers[r].port, &["REPLICAOF", "NO", "ONE"]).await;
-                if !matches!(promoted, Ok(resp::Value::Str(_))) {
+                if !matches!(
+                    promoted,
+                    Ok(resp::Value::Simple(_) | resp::Value::Bulk(Some(_)))
+                ) {
                     return Err(format!("REPLICAOF NO ONE failed: {promoted:?}"));
                 }
                 let key = self.lock_key.clone();
@@ -483,12 +485,12 @@ impl Ctx<'_> {
                 let on_replica = resp::cmd(rport, &[b"GET", &key]).await.ok();
                 for _ in 0..250 {
                     let on_primary = resp::cmd(pport, &[b"GET", &key]).await.ok();
-                    if let Some(resp::Value::Str(t)) = &on_primary {
-                        self.tokens.insert(t.clone());
+                    if let Some(t) = on_primary.as_ref().and_then(resp::Value::as_bytes) {
+                        self.tokens.insert(t.to_vec());
                     }
-                    if let Some(resp::Value::Str(t)) = &on_primary {
+                    if let Some(t) = on_primary.as_ref().and_then(resp::Value::as_bytes) {
                         if on_primary != on_replica {
-                            self.unreplicated.push((t.clone(), 0));
+                            self.unreplicated.push((t.to_vec(), 0));
                             break;
                         }
                     }
@@ -505,7 +507,7 @@ impl Ctx<'_> {
                 if let Some(i) = paused {
                     self.signal_worker(i, Signal::SIGSTOP);
                 }
-                self.servers[p].kill_now(Signal::SIGKILL);
+                self.servers[p].stop();
                 if let Some((_, died)) = self.unreplicated.last_mut().filter(|(_, d)| *d == 0) {
                     *died = mono_ns();
                 }
@@ -515,8 +517,8 @@ impl Ctx<'_> {
                 self.primary = r;
                 self.faults += 1;
                 let new_primary = self.servers[r].port;
-                self.servers[p].restart(Some(new_primary)).await?;
-                self.servers[p].wait_replica_synced().await?;
+                self.servers[p].restart_as(Some(new_primary)).await?;
+                self.servers[p].replica_synced().await?;
                 if let Some(i) = paused {
                     sleep_ms(self.spec.ttl_ms + 300).await;
                     self.signal_worker(i, Signal::SIGCONT);
@@ -530,7 +532,7 @@ impl Ctx<'_> {
                 // it granted meanwhile; with replicas=1 those grants failed.
                 self.servers[r].signal(Signal::SIGSTOP);
                 sleep_ms(300).await;
-                self.servers[p].kill_now(Signal::SIGKILL);
+                self.servers[p].stop();
                 self.servers[r].signal(Signal::SIGCONT);
                 self.faults += 1;
                 let want = self.servers[r].port;
@@ -543,8 +545,8 @@ impl Ctx<'_> {
                     sleep_ms(50).await;
                 }
                 self.primary = r;
-                self.servers[p].restart(Some(want)).await?;
-                self.servers[p].wait_replica_synced().await?;
+                self.servers[p].restart_as(Some(want)).await?;
+                self.servers[p].replica_synced().await?;
             }
             Fault::ClusterFailover => {
                 sleep_ms(self.rng.range(800, 1500)).await;
@@ -558,7 +560,7 @@ impl Ctx<'_> {
                 let (p, r) = (self.index_of(old.port), self.index_of(replica.port));
                 self.servers[r].signal(Signal::SIGSTOP);
                 sleep_ms(300).await;
-                self.servers[p].kill_now(Signal::SIGKILL);
+                self.servers[p].stop();
                 self.servers[r].signal(Signal::SIGCONT);
                 self.faults += 1;
                 let live: Vec<u16> = self
@@ -573,8 +575,8 @@ impl Ctx<'_> {
                 self.primary = self.index_of(new);
                 // Back with its nodes.conf, the old primary rejoins as a
                 // replica of the node that took its slots over.
-                self.servers[p].restart(None).await?;
-                self.servers[p].wait_replica_synced().await?;
+                self.servers[p].restart_as(None).await?;
+                self.servers[p].replica_synced().await?;
             }
             Fault::ClusterReshard => {
                 sleep_ms(self.rng.range(500, 1500)).await;
@@ -617,7 +619,7 @@ impl Ctx<'_> {
             if !s.is_running() {
                 // A Sentinel group's data node comes back as a replica.
                 let of = (self.spec.topo == Topo::Sentinel && i < 2).then_some(primary);
-                s.restart(of).await?;
+                s.restart_as(of).await?;
             }
         }
         Ok(())
@@ -748,11 +750,11 @@ async fn run_inner(
     let mut primary = 0;
     match spec.topo {
         Topo::Single => {
-            servers.push(RedisServer::start(&dir, "redis", None).await?);
+            servers.push(redis_server::start(&dir, "redis", None).await?);
             client_urls = vec![servers[0].url()];
         }
         Topo::Proxied => {
-            servers.push(RedisServer::start(&dir, "redis", None).await?);
+            servers.push(redis_server::start(&dir, "redis", None).await?);
             let p = Proxy::start(servers[0].port)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -762,24 +764,24 @@ async fn run_inner(
         Topo::Redlock5 | Topo::Redlock3 => {
             let n = if spec.topo == Topo::Redlock5 { 5 } else { 3 };
             for i in 0..n {
-                servers.push(RedisServer::start(&dir, &format!("node{i}"), None).await?);
+                servers.push(redis_server::start(&dir, &format!("node{i}"), None).await?);
             }
             client_urls = servers.iter().map(RedisServer::url).collect();
         }
         Topo::Failover => {
-            servers.push(RedisServer::start(&dir, "a", None).await?);
+            servers.push(redis_server::start(&dir, "a", None).await?);
             let primary = servers[0].port;
-            servers.push(RedisServer::start(&dir, "b", Some(primary)).await?);
-            servers[1].wait_replica_synced().await?;
+            servers.push(redis_server::start(&dir, "b", Some(primary)).await?);
+            servers[1].replica_synced().await?;
             let p = Proxy::start(primary).await.map_err(|e| e.to_string())?;
             client_urls = vec![p.url()];
             proxy = Some(p);
         }
         Topo::Sentinel => {
-            servers.push(RedisServer::start(&dir, "a", None).await?);
+            servers.push(redis_server::start(&dir, "a", None).await?);
             let primary = servers[0].port;
-            servers.push(RedisServer::start(&dir, "b", Some(primary)).await?);
-            servers[1].wait_replica_synced().await?;
+            servers.push(redis_server::start(&dir, "b", Some(primary)).await?);
+            servers[1].replica_synced().await?;
             for i in 1..=3 {
                 let conf = dir.join(format!("sentinel{i}.conf"));
                 std::fs::write(
@@ -796,13 +798,13 @@ async fn run_inner(
                     conf: Some(conf),
                 };
                 servers
-                    .push(RedisServer::start_flavor(&dir, &format!("s{i}"), None, flavor).await?);
+                    .push(redis_server::start_flavor(&dir, &format!("s{i}"), None, flavor).await?);
             }
             // Every Sentinel knows the other two before the nemesis starts.
             for _ in 0..400 {
                 let mut known = 0;
                 for s in &servers[2..] {
-                    if let Ok(resp::Value::Array(v)) =
+                    if let Ok(resp::Value::Array(Some(v))) =
                         resp::cmd_str(s.port, &["SENTINEL", "sentinels", SERVICE]).await
                     {
                         known += usize::from(v.len() == 2);
@@ -832,7 +834,7 @@ async fn run_inner(
                     conf: None,
                 };
                 servers
-                    .push(RedisServer::start_flavor(&dir, &format!("c{i}"), None, flavor).await?);
+                    .push(redis_server::start_flavor(&dir, &format!("c{i}"), None, flavor).await?);
             }
             let ports: Vec<u16> = servers.iter().map(|s| s.port).collect();
             topology::create_cluster(&ports).await?;
@@ -890,9 +892,10 @@ async fn run_inner(
             && checker::stale_accepted(&resource.log()) == 0
     };
     while mono_ns() < ctx.deadline || must_go_on(&ctx) {
-        if let Ok(resp::Value::Str(t)) = resp::cmd(ctx.data_port(), &[b"GET", &ctx.lock_key]).await
-        {
-            ctx.tokens.insert(t);
+        if let Ok(reply) = resp::cmd(ctx.data_port(), &[b"GET", &ctx.lock_key]).await {
+            if let Some(t) = reply.as_bytes() {
+                ctx.tokens.insert(t.to_vec());
+            }
         }
         if let Err(e) = ctx.nemesis_step().await {
             nemesis_error = Some(e);

@@ -21,8 +21,9 @@ pub struct ClusterNode {
 
 fn text(v: Result<Value, String>) -> Result<String, String> {
     match v? {
-        Value::Str(s) => Ok(String::from_utf8_lossy(&s).into_owned()),
-        Value::Err(e) => Err(e),
+        Value::Simple(s) => Ok(s),
+        Value::Bulk(Some(s)) => Ok(String::from_utf8_lossy(&s).into_owned()),
+        Value::Error(e) => Err(e),
         other => Err(format!("unexpected reply {other:?}")),
     }
 }
@@ -132,7 +133,7 @@ pub async fn move_slot(
     ok(resp::cmd_str(src.port, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst.id]).await)?;
     loop {
         let keys = match resp::cmd_str(src.port, &["CLUSTER", "GETKEYSINSLOT", &s, "100"]).await? {
-            Value::Array(keys) => keys,
+            Value::Array(Some(keys)) => keys,
             other => return Err(format!("GETKEYSINSLOT: {other:?}")),
         };
         if keys.is_empty() {
@@ -150,7 +151,7 @@ pub async fn move_slot(
             b"KEYS",
         ];
         args.extend(keys.iter().filter_map(Value::as_bytes));
-        if let Value::Err(e) = resp::cmd(src.port, &args).await? {
+        if let Value::Error(e) = resp::cmd(src.port, &args).await? {
             return Err(format!("MIGRATE: {e}"));
         }
     }
@@ -167,7 +168,7 @@ pub async fn move_slot(
 
 fn ok(v: Result<Value, String>) -> Result<(), String> {
     match v? {
-        Value::Err(e) => Err(e),
+        Value::Error(e) => Err(e),
         _ => Ok(()),
     }
 }
@@ -175,7 +176,7 @@ fn ok(v: Result<Value, String>) -> Result<(), String> {
 /// The primary's port that the Sentinel on `port` names for `service`.
 pub async fn sentinel_primary(port: u16, service: &str) -> Option<u16> {
     match resp::cmd_str(port, &["SENTINEL", "get-master-addr-by-name", service]).await {
-        Ok(Value::Array(v)) => v
+        Ok(Value::Array(Some(v))) => v
             .get(1)
             .and_then(Value::as_bytes)
             .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok()),

@@ -1,7 +1,8 @@
-//! Topologies the harness provides (a Redis Cluster, Sentinels): their
-//! variables from the environment when `make test` exported them, otherwise
-//! from `ci/redis.sh start` (what `make redis-start` runs; idempotent,
-//! stopped by `make redis-stop`).
+//! What the harness provides: its single Redis when `make test` exported
+//! it (else a private server), and its topologies (a Redis Cluster,
+//! Sentinels): their variables from the environment when `make test`
+//! exported them, otherwise from `ci/redis.sh start` (what `make
+//! redis-start` runs; idempotent, stopped by `make redis-stop`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,4 +31,17 @@ pub fn harness_env(var: &str) -> String {
         .find_map(|line| line.strip_prefix(&format!("{var}=")))
         .unwrap_or_else(|| panic!("{var} missing from {}", run_dir.join("env").display()))
         .to_owned()
+}
+
+/// The single Redis of ordinary tests: `FENCELOCK_TEST_REDIS_URL` when the
+/// harness exported it, else a private server (kept alive by the returned
+/// guard).
+pub fn redis_url() -> (String, Option<crate::Server>) {
+    match std::env::var("FENCELOCK_TEST_REDIS_URL") {
+        Ok(url) if !url.is_empty() => (url, None),
+        _ => {
+            let server = crate::Server::start();
+            (server.url(), Some(server))
+        }
+    }
 }

@@ -1,11 +1,15 @@
 //! Test support shared by the Rust suites (driver tests, conformance, the
-//! safety checker): ports from the harness's allocator and private
-//! redis-servers on them. Standard library only.
+//! safety checker): ports from the harness's allocator, private
+//! redis-servers on them, a raw RESP client and MONITOR capture. Standard
+//! library only.
 
 mod harness;
+mod monitor;
 mod ports;
+pub mod resp;
 mod server;
 
-pub use harness::harness_env;
+pub use harness::{harness_env, redis_url};
+pub use monitor::{parse_monitor_line, Monitor, Seen};
 pub use ports::{claim, release, Port};
-pub use server::Server;
+pub use server::{Config, Server};

@@ -1,39 +1,26 @@
-//! Test fixture: real redis-servers.
+//! Test fixture: real redis-servers, and checks of what is in them.
 //!
 //! `redis_url()` / `redlock_urls()` use FENCELOCK_TEST_REDIS_URL /
 //! FENCELOCK_TEST_REDLOCK_URLS when the harness exported them and otherwise
 //! start private servers. `Server::start*` (the workspace's one launcher,
 //! `fencelock-testkit`) always starts a private server (for tests that stop,
 //! kill, restart or password-protect one, or that need an otherwise idle
-//! server to count commands), on a port from `ci/ports.sh`. Every private
-//! server is a child process killed when its `Server` is dropped.
+//! server to count commands with `Monitor`), on a port from `ci/ports.sh`.
+//! Every private server is a child process killed when its `Server` is
+//! dropped.
 
 #![allow(dead_code)]
 
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-pub use fencelock_testkit::Server;
-
-/// The single Redis for ordinary tests, and the private server (if any) to
-/// keep alive while it is used.
-pub fn redis_url() -> (String, Option<Server>) {
-    match std::env::var("FENCELOCK_TEST_REDIS_URL") {
-        Ok(url) if !url.is_empty() => (url, None),
-        _ => {
-            let server = Server::start();
-            (server.url(), Some(server))
-        }
-    }
-}
+// Not every test binary uses all of them.
+#[allow(unused_imports)]
+pub use fencelock_testkit::{redis_url, Monitor, Server};
 
 /// Five independent nodes for Redlock tests.
 pub fn redlock_urls() -> (Vec<String>, Vec<Server>) {
     match std::env::var("FENCELOCK_TEST_REDLOCK_URLS") {
-        Ok(urls) if !urls.is_empty() => (
-            urls.split(',').map(|u| u.trim().to_owned()).collect(),
-            Vec::new(),
-        ),
+        Ok(urls) if !urls.is_empty() => (split_urls(&urls), Vec::new()),
         _ => {
             let servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
             (servers.iter().map(Server::url).collect(), servers)
@@ -135,66 +122,17 @@ pub fn dbsize(url: &str) -> i64 {
     redis::cmd("DBSIZE").query(&mut conn(url)).unwrap()
 }
 
-/// Watches every command a server receives (`MONITOR`), so a test can count
-/// what the driver sent, top-level commands only (not the ones scripts run).
-pub struct Monitor {
-    reader: std::io::BufReader<TcpStream>,
-    url: String,
-    sentinel: redis::Connection,
-    seq: u64,
-}
-
-impl Monitor {
-    pub fn start(server: &Server) -> Monitor {
-        use std::io::{BufRead, Write};
-        let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-        stream.write_all(b"MONITOR\r\n").unwrap();
-        let mut reader = std::io::BufReader::new(stream);
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        assert_eq!(line.trim_end(), "+OK");
-        // Opened (and its handshake done) before anything is counted.
-        let sentinel = conn(&server.url());
-        Monitor {
-            reader,
-            url: server.url(),
-            sentinel,
-            seq: 0,
-        }
-    }
-
-    /// The top-level commands since the last call, e.g. `["evalsha"]`.
-    pub fn commands(&mut self) -> Vec<String> {
-        use std::io::BufRead;
-        self.seq += 1;
-        let marker = format!("fencelock-monitor-sentinel-{}", self.seq);
-        let _: String = redis::cmd("ECHO")
-            .arg(&marker)
-            .query(&mut self.sentinel)
-            .unwrap();
-        let _ = &self.url;
-        let mut seen = Vec::new();
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line).unwrap();
-            if line.contains(&marker) {
-                return seen;
-            }
-            // `+1700000000.000000 [0 127.0.0.1:5555] "evalsha" "..." ...`;
-            // commands run by scripts show `[0 lua]`.
-            if line.contains(" lua]") {
-                continue;
-            }
-            if let Some(start) = line.find("] \"") {
-                let rest = &line[start + 3..];
-                if let Some(end) = rest.find('"') {
-                    seen.push(rest[..end].to_lowercase());
-                }
-            }
-        }
+/// The message of the `Redis` error a connect failed with (panics on any
+/// other outcome).
+pub fn redis_message(result: Result<fencelock::Client, fencelock::Error>) -> String {
+    match result {
+        Err(fencelock::Error::Redis { message, .. }) => message,
+        Err(other) => panic!("expected a Redis error, got {other:?}"),
+        Ok(_) => panic!("connected"),
     }
 }
 
+/// A comma-separated list of URLs, e.g. a harness variable.
 pub fn split_urls(urls: &str) -> Vec<String> {
     urls.split(',').map(|u| u.trim().to_owned()).collect()
 }
