@@ -290,8 +290,7 @@ impl Lock {
     pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
         if let Some(at) = self.cleanup.iter().position(|&c| c == id) {
             self.cleanup.swap_remove(at);
-            if reply == Reply::Int(2) {
-                // Only compensating releases answer 2.
+            if outcomes::not_published(&reply) {
                 self.events.push_back(Event::NotPublished);
             }
             self.settle_if_idle();
