@@ -58,6 +58,12 @@
 //! compensating releases have been answered. A lost lease stays
 //! [`State::Held`] (with [`Lock::is_lost`]) until it is released or
 //! cancelled.
+//!
+//! [`Lock::progress`] answers the driver's question after draining, "may I
+//! stop?", so it need not work it out from [`State`]:
+//! [`Progress::Underway`] (an acquire, a release, a compensating release or
+//! an extend a caller waits for: keep running), [`Progress::Holding`] (keep
+//! running to renew, or stop and let the key expire), [`Progress::Finished`].
 
 mod error;
 mod io;
@@ -72,7 +78,7 @@ mod ttl;
 pub use error::{Error, NotAcquiredReason};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LockKeys};
-pub use lock::{Lock, LockConfig, State, Token};
+pub use lock::{Lock, LockConfig, Progress, State, Token};
 pub use name::{LockName, MAX_NAME_BYTES};
 pub use replicas::WaitReplicas;
 pub use scripts::Script;

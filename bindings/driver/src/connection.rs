@@ -310,6 +310,10 @@ impl Node {
         crate::replicas::send(&mut conn, eval, command.wait_replicas).await
     }
 
+    /// The core's input for one command: what came back, uninterpreted.
+    /// Only whether the command ran is decided here (a server error: it did
+    /// not; an IO error or a timeout after sending: unknown); what a reply
+    /// means for the lock is read in the core (`core/src/lock/outcomes.rs`).
     fn to_reply(&self, command: &Command, result: redis::RedisResult<Value>) -> Reply {
         match result {
             Ok(value) => self.value_to_reply(command, value),

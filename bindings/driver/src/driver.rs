@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use fencelock_core::{Error, Event, Instant, Lock, LockConfig, State, Wait};
+use fencelock_core::{Error, Event, Instant, Lock, LockConfig, LockName, Progress, Wait};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -38,8 +38,8 @@ pub(crate) struct Job {
     pub reply: oneshot::Sender<Result<Granted, Error>>,
 }
 
-fn closed_error(config: &LockConfig) -> Error {
-    Error::redis(Some(&config.name), "the client is closed")
+fn closed_error(name: &LockName) -> Error {
+    Error::redis(Some(name), "the client is closed")
 }
 
 /// The actor's body.
@@ -53,7 +53,7 @@ pub(crate) async fn run(job: Job) {
     } = job;
     let mut closed = conns.closed.subscribe();
     if *closed.borrow_and_update() {
-        let _ = reply.send(Err(closed_error(&config)));
+        let _ = reply.send(Err(closed_error(&config.name)));
         return;
     }
 
@@ -89,7 +89,7 @@ pub(crate) async fn run(job: Job) {
                     }
                 },
                 _ = closed.changed() => {
-                    let _ = reply.send(Err(closed_error(&config)));
+                    let _ = reply.send(Err(closed_error(&config.name)));
                     return;
                 }
             }
@@ -121,13 +121,11 @@ pub(crate) async fn run(job: Job) {
     }
     let mut actor = Actor {
         conns: &conns,
-        reply: Some(reply),
+        phase: Phase::Acquiring(reply),
         turn: Some(turn),
         subscription: None,
         pending: None,
         shared: Arc::new(Shared::new()),
-        requests: None,
-        abandoned: false,
         lease_parts: Some(parts),
         acquire_deadline,
         give_up: watch::Sender::new(false),
@@ -135,17 +133,101 @@ pub(crate) async fn run(job: Job) {
     actor.drive(&mut lock, &mut closed).await;
 }
 
+type Caller = oneshot::Sender<Result<Granted, Error>>;
+
+/// Where the actor is with the outside world: who may still ask something
+/// of this lock. What the lock itself has left to do is the core's answer
+/// ([`Lock::progress`]); the two together decide when the actor stops.
+enum Phase {
+    /// The acquire caller waits for the grant.
+    Acquiring(Caller),
+    /// The lease was handed over: its extend and release requests come here,
+    /// answered even after it is released, until every handle is dropped.
+    Serving(mpsc::UnboundedReceiver<Request>),
+    /// Nobody will ask anything more (the acquire failed or was cancelled,
+    /// the grant never arrived, the lease was dropped): finish what the core
+    /// has under way and stop once the last replies are in; a held lease is
+    /// left to expire.
+    Finishing,
+    /// The client is closing: finish what a caller waits for, leave a held
+    /// lease to expire at once. The lease's requests (if it was handed over
+    /// and is not dropped) are served until then.
+    Closing(Option<mpsc::UnboundedReceiver<Request>>),
+}
+
+impl Phase {
+    /// Whether the actor may stop now, after draining (`quiet`: no reply
+    /// still in flight).
+    fn may_stop(&self, progress: Progress, quiet: bool) -> bool {
+        match (self, progress) {
+            (Phase::Acquiring(_) | Phase::Serving(_), _) | (_, Progress::Underway) => false,
+            (Phase::Finishing, Progress::Holding | Progress::Finished) => quiet,
+            (Phase::Closing(_), Progress::Holding) => true,
+            (Phase::Closing(_), Progress::Finished) => quiet,
+        }
+    }
+
+    /// What to wait on: the acquire caller going away, or the lease's next
+    /// request (one at a time: `ready` when none is pending).
+    fn inputs(
+        &mut self,
+        ready: bool,
+    ) -> (
+        Option<&mut Caller>,
+        Option<&mut mpsc::UnboundedReceiver<Request>>,
+    ) {
+        match self {
+            Phase::Acquiring(caller) => (Some(caller), None),
+            Phase::Serving(requests) | Phase::Closing(Some(requests)) if ready => {
+                (None, Some(requests))
+            }
+            _ => (None, None),
+        }
+    }
+}
+
+/// The tokio sleep that stands for the core's `poll_timeout`.
+struct Alarm {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// The instant the sleep is set to, until it fires.
+    at: Option<Instant>,
+}
+
+impl Alarm {
+    fn new() -> Self {
+        Alarm {
+            sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+            at: None,
+        }
+    }
+
+    /// Follow the core's next timeout (read after draining).
+    fn set(&mut self, at: Option<Instant>) {
+        if at != self.at {
+            if let Some(at) = at {
+                self.sleep.as_mut().reset(to_tokio(at));
+            }
+            self.at = at;
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.at.is_some()
+    }
+
+    async fn fired(&mut self) {
+        self.sleep.as_mut().await;
+        self.at = None;
+    }
+}
+
 struct Actor<'a> {
     conns: &'a Arc<Connections>,
-    /// The acquire caller, until the lease is handed over.
-    reply: Option<oneshot::Sender<Result<Granted, Error>>>,
+    phase: Phase,
     turn: Option<Turn>,
     subscription: Option<Subscription>,
     pending: Option<Pending>,
     shared: Arc<Shared>,
-    requests: Option<mpsc::UnboundedReceiver<Request>>,
-    /// The caller went away after the lock was acquired: release it.
-    abandoned: bool,
     lease_parts: Option<LeaseParts>,
     /// When an acquire that cannot reach its node stops trying.
     acquire_deadline: Option<tokio::time::Instant>,
@@ -157,11 +239,7 @@ struct Actor<'a> {
 impl Actor<'_> {
     async fn drive(&mut self, lock: &mut Lock, closed: &mut watch::Receiver<bool>) {
         let mut inflight = FuturesUnordered::new();
-        let sleep = tokio::time::sleep_until(tokio::time::Instant::now());
-        tokio::pin!(sleep);
-        let mut armed: Option<Instant> = None;
-        let mut closing = false;
-        let mut lease_dropped = false;
+        let mut alarm = Alarm::new();
         loop {
             // Drain until quiet: an event handler may call back into the
             // lock (the release of an abandoned lease) and produce more.
@@ -190,47 +268,25 @@ impl Actor<'_> {
             // compensating releases go on in this task (and `close` waits
             // for them), the caller need not wait out their timeouts too.
             if let Some(error) = lock.acquire_failure() {
-                if let Some(reply) = self.reply.take() {
-                    let _ = reply.send(Err(error.clone()));
+                if let Some(caller) = self.take_caller() {
+                    let _ = caller.send(Err(error.clone()));
                     if let Some(turn) = &self.turn {
                         turn.only_compensating();
                     }
                 }
             }
             self.shared.publish(lock);
-
-            let state = lock.state();
-            if self.reply.is_none() && inflight.is_empty() {
-                let delivered = self.requests.is_some();
-                if state == State::Done && (!delivered || self.abandoned || closing) {
-                    break;
-                }
-                if lease_dropped
-                    && !self.abandoned
-                    && self.pending.is_none()
-                    && state != State::Releasing
-                {
-                    // Dropped without release: stop renewing, let the key expire.
-                    break;
-                }
-            }
-            if closing && state == State::Held && self.pending.is_none() {
+            if self.phase.may_stop(lock.progress(), inflight.is_empty()) {
                 break;
             }
 
-            let timeout = lock.poll_timeout();
-            if timeout != armed {
-                if let Some(at) = timeout {
-                    sleep.as_mut().reset(to_tokio(at));
-                }
-                armed = timeout;
-            }
-            let take_requests = self.pending.is_none() && !lease_dropped && self.requests.is_some();
+            alarm.set(lock.poll_timeout());
+            let alarm_set = alarm.is_set();
+            let closing = matches!(self.phase, Phase::Closing(_));
             let waiter = self.subscription.as_ref().map(|s| s.waiter());
-            let requests = self.requests.as_mut().filter(|_| take_requests);
-            let reply = self.reply.as_mut();
+            let (caller, requests) = self.phase.inputs(self.pending.is_none());
             let (has_waiter, has_requests, acquiring) =
-                (waiter.is_some(), requests.is_some(), reply.is_some());
+                (waiter.is_some(), requests.is_some(), caller.is_some());
 
             tokio::select! {
                 biased;
@@ -240,46 +296,74 @@ impl Actor<'_> {
                 () = async { waiter.expect("guarded").notify.notified().await }, if has_waiter => {
                     lock.handle_wakeup(now());
                 }
-                () = &mut sleep, if armed.is_some() => {
-                    armed = None;
-                    lock.handle_timeout(now());
-                }
+                () = alarm.fired(), if alarm_set => lock.handle_timeout(now()),
                 request = async { requests.expect("guarded").recv().await }, if has_requests => {
                     match request {
                         Some(request) => self.on_request(lock, request),
-                        None => {
-                            lease_dropped = true;
-                            if !self.shared.is_claimed() && lock.state() == State::Held {
-                                // Won, but the caller was gone before taking
-                                // the lease: release, do not leave it held.
-                                tracing::debug!(lock = %lock.name(), "lease never claimed; releasing");
-                                self.abandoned = true;
-                                let _ = lock.release(now());
-                            }
-                        }
+                        None => self.on_lease_dropped(lock),
                     }
                 }
-                () = async { reply.expect("guarded").closed().await }, if acquiring => {
-                    tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller");
-                    self.reply = None;
-                    self.give_up.send_replace(true);
-                    lock.cancel(now());
+                () = async { caller.expect("guarded").closed().await }, if acquiring => {
+                    self.on_cancelled(lock);
                 }
+                // `Err` (the sender gone) cannot happen while this actor
+                // holds `conns`; it would mean the same.
                 changed = closed.changed(), if !closing => {
-                    if changed.is_ok() && *closed.borrow() {
-                        closing = true;
-                        self.give_up.send_replace(true);
-                        if let Some(reply) = self.reply.take() {
-                            let _ = reply.send(Err(Error::redis(Some(lock.name()), "the client is closed")));
-                            lock.cancel(now());
-                        }
-                    } else if changed.is_err() {
-                        closing = true;
+                    if changed.is_err() || *closed.borrow() {
+                        self.on_closed(lock);
                     }
                 }
             }
         }
         tracing::trace!(lock = %lock.name(), "lease actor finished");
+    }
+
+    /// The acquire caller, if it still waits; from then on nobody does.
+    fn take_caller(&mut self) -> Option<Caller> {
+        match std::mem::replace(&mut self.phase, Phase::Finishing) {
+            Phase::Acquiring(caller) => Some(caller),
+            other => {
+                self.phase = other;
+                None
+            }
+        }
+    }
+
+    fn on_cancelled(&mut self, lock: &mut Lock) {
+        tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller");
+        self.phase = Phase::Finishing;
+        self.give_up.send_replace(true);
+        lock.cancel(now());
+    }
+
+    fn on_closed(&mut self, lock: &mut Lock) {
+        self.give_up.send_replace(true);
+        self.phase = match std::mem::replace(&mut self.phase, Phase::Finishing) {
+            Phase::Acquiring(caller) => {
+                let _ = caller.send(Err(closed_error(lock.name())));
+                lock.cancel(now());
+                Phase::Closing(None)
+            }
+            Phase::Serving(requests) => Phase::Closing(Some(requests)),
+            Phase::Closing(requests) => Phase::Closing(requests),
+            Phase::Finishing => Phase::Closing(None),
+        };
+    }
+
+    /// Every handle of the lease is gone: nobody will ask anything more.
+    fn on_lease_dropped(&mut self, lock: &mut Lock) {
+        if let Phase::Closing(requests) = &mut self.phase {
+            *requests = None;
+        } else {
+            self.phase = Phase::Finishing;
+        }
+        if !self.shared.is_claimed() && lock.progress() == Progress::Holding {
+            // Won, but the caller was gone before taking the lease: release,
+            // do not leave it held. (Claimed and dropped: stop renewing and
+            // let the key expire.)
+            tracing::debug!(lock = %lock.name(), "lease never claimed; releasing");
+            let _ = lock.release(now());
+        }
     }
 
     fn on_request(&mut self, lock: &mut Lock, request: Request) {
@@ -309,7 +393,6 @@ impl Actor<'_> {
                 self.subscription = None;
                 self.shared.publish(lock);
                 let (tx, rx) = mpsc::unbounded_channel();
-                self.requests = Some(rx);
                 let parts = self.lease_parts.take().expect("acquired once");
                 let lease = Lease::new(
                     parts,
@@ -318,14 +401,15 @@ impl Actor<'_> {
                     tx,
                     tokio::runtime::Handle::current(),
                 );
-                let delivered = match self.reply.take() {
-                    Some(reply) => reply.send(Ok(Granted::new(lease))).is_ok(),
+                let delivered = match self.take_caller() {
+                    Some(caller) => caller.send(Ok(Granted::new(lease))).is_ok(),
                     None => false,
                 };
-                if !delivered {
+                if delivered {
+                    self.phase = Phase::Serving(rx);
+                } else {
                     // The caller gave up just as we won: do not leave it held.
                     tracing::debug!(lock = %lock.name(), "acquired after the caller left; releasing");
-                    self.abandoned = true;
                     if let Err(e) = lock.release(now()) {
                         tracing::warn!(lock = %lock.name(), error = %e, "compensating release refused");
                     }
@@ -334,8 +418,8 @@ impl Actor<'_> {
             Event::AcquireFailed(e) => {
                 self.subscription = None;
                 self.turn = None;
-                if let Some(reply) = self.reply.take() {
-                    let _ = reply.send(Err(e));
+                if let Some(caller) = self.take_caller() {
+                    let _ = caller.send(Err(e));
                 }
             }
             Event::Extended { .. } => {

@@ -86,6 +86,25 @@ pub enum State {
     Done,
 }
 
+/// What the run loop has left to do for a lock, read after draining: the
+/// question a driver asks before waiting ([`Lock::progress`]). [`State`]
+/// says where the lock is in its life; this says whether stopping the loop
+/// now would leave something unfinished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Something is under way that must be answered: an acquire, a release,
+    /// a compensating release, or an extend a caller waits for. Keep running
+    /// the loop (to give up an acquire, [`Lock::cancel`] and keep running).
+    Underway,
+    /// Held (or lost and not released), nothing anyone waits for under way:
+    /// keep running the loop for renewal and expiry, or stop and let the key
+    /// expire by its TTL.
+    Holding,
+    /// Nothing left to do: the loop may stop. A later `release` or `extend`
+    /// is answered at once, without commands.
+    Finished,
+}
+
 /// One lease's state machine, driven by the run loop in the crate docs.
 #[derive(Debug)]
 pub struct Lock {
@@ -271,8 +290,7 @@ impl Lock {
     pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
         if let Some(at) = self.cleanup.iter().position(|&c| c == id) {
             self.cleanup.swap_remove(at);
-            if reply == Reply::Int(2) {
-                // Only compensating releases answer 2.
+            if outcomes::not_published(&reply) {
                 self.events.push_back(Event::NotPublished);
             }
             self.settle_if_idle();
@@ -387,6 +405,29 @@ impl Lock {
     #[must_use]
     pub fn state(&self) -> State {
         self.state
+    }
+
+    /// What the run loop has left to do (see [`Progress`]); read it after
+    /// draining, like `poll_timeout`.
+    #[must_use]
+    pub fn progress(&self) -> Progress {
+        match self.state {
+            State::Acquiring | State::Releasing => Progress::Underway,
+            // A renewal (no callers) may be abandoned; a caller's extend not.
+            State::Held
+                if matches!(
+                    self.extend,
+                    Some(Round {
+                        kind: RoundKind::Extend { callers },
+                        ..
+                    }) if callers > 0
+                ) =>
+            {
+                Progress::Underway
+            }
+            State::Held => Progress::Holding,
+            State::Idle | State::Done => Progress::Finished,
+        }
     }
 
     #[must_use]

@@ -64,6 +64,13 @@ impl Outcome {
     }
 }
 
+/// Whether a compensating release's reply says the release notification was
+/// not published (the release script's 2; a reclaim answers 0 or 1). Nothing
+/// else in a cleanup reply changes anything.
+pub(super) fn not_published(reply: &Reply) -> bool {
+    *reply == Reply::Int(2)
+}
+
 /// A fence as the scripts return it: a decimal string (exact u64), or an
 /// integer reply from a server that converted it.
 fn fence_value(reply: &Reply) -> Option<u64> {

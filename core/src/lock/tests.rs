@@ -433,3 +433,52 @@ fn a_release_that_finds_the_lock_gone_marks_the_lease_lost() {
     );
     assert!(l.is_lost());
 }
+
+#[test]
+fn progress_says_what_the_run_loop_has_left() {
+    let mut l = lock(1, Wait::Forever, true);
+    assert_eq!(l.progress(), Progress::Finished);
+    l.acquire(ms(0)).unwrap();
+    assert_eq!(l.progress(), Progress::Underway);
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(1), c.id, granted(1));
+    events(&mut l);
+    assert_eq!(l.progress(), Progress::Holding);
+    // A renewal nobody waits for may be left unanswered...
+    l.handle_timeout(ms(333));
+    let [renewal] = commands(&mut l).try_into().unwrap();
+    assert_eq!(l.progress(), Progress::Holding);
+    l.handle_reply(ms(334), renewal.id, Reply::Int(1));
+    // ...a caller's extend not.
+    l.extend(ms(400), None).unwrap();
+    let [e] = commands(&mut l).try_into().unwrap();
+    assert_eq!(l.progress(), Progress::Underway);
+    l.handle_reply(ms(401), e.id, Reply::Int(1));
+    events(&mut l);
+    assert_eq!(l.progress(), Progress::Holding);
+    // A lost lease is still held until released.
+    l.handle_timeout(ms(10_000));
+    assert!(l.is_lost());
+    assert_eq!(l.progress(), Progress::Holding);
+    l.release(ms(10_001)).unwrap();
+    assert_eq!(l.progress(), Progress::Underway);
+    let cs = commands(&mut l);
+    for c in cs {
+        l.handle_reply(ms(10_002), c.id, Reply::Int(0));
+    }
+    events(&mut l);
+    assert_eq!(l.progress(), Progress::Finished);
+}
+
+#[test]
+fn a_cancelled_acquire_is_underway_until_its_compensation_is_answered() {
+    let mut l = lock(1, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.cancel(ms(1));
+    let [r] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(2), c.id, granted(1));
+    assert_eq!(l.progress(), Progress::Underway);
+    l.handle_reply(ms(2), r.id, Reply::Int(1));
+    assert_eq!(l.progress(), Progress::Finished);
+}
