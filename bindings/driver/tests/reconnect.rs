@@ -198,6 +198,14 @@ async fn closing_stops_an_acquire_waiting_for_a_down_server() {
     let mut server = Server::start();
     let client = Client::connect(server.url().as_str()).await.unwrap();
     server.stop();
+    // A command written before the client hears of the shutdown (broken
+    // pipe, EOF) has an unknown outcome and fails the call at once; only a
+    // link known dead makes the next acquire wait for the server. One
+    // try-once call fails either way and leaves the link known dead.
+    let probe = client
+        .acquire(unique("closing-probe"), &ttl(5).wait(Duration::ZERO))
+        .await;
+    assert!(matches!(probe, Err(Error::Redis { .. })), "{probe:?}");
     let acquiring = tokio::spawn({
         let client = client.clone();
         async move { client.acquire(unique("closing"), &ttl(5)).await }
