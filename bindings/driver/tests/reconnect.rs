@@ -15,6 +15,17 @@ fn ttl(secs: u64) -> LockOptions {
     LockOptions::new(Duration::from_secs(secs))
 }
 
+/// A command written before the client hears of the shutdown (broken pipe,
+/// EOF) has an unknown outcome and fails the call at once, never resent;
+/// only a link known dead makes the next acquire wait for the server. One
+/// try-once call fails either way and leaves the link known dead.
+async fn until_known_down(client: &Client) {
+    let probe = client
+        .acquire(unique("probe"), &ttl(5).wait(Duration::ZERO))
+        .await;
+    assert!(matches!(probe, Err(Error::Redis { .. })), "{probe:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_call_after_a_restart_succeeds() {
     let mut server = Server::start();
@@ -93,10 +104,7 @@ async fn a_blocking_acquire_succeeds_once_the_server_is_back() {
     let client = Client::connect(url.as_str()).await.unwrap();
     let name = unique("down-up");
     server.stop();
-    // The server is down for a while before the call (a call racing the
-    // crash itself may have been written before the client saw the close:
-    // an unknown outcome, see client_kill.rs), and a while after it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_known_down(&client).await;
     let acquiring = tokio::spawn({
         let client = client.clone();
         let name = name.clone();
@@ -198,14 +206,7 @@ async fn closing_stops_an_acquire_waiting_for_a_down_server() {
     let mut server = Server::start();
     let client = Client::connect(server.url().as_str()).await.unwrap();
     server.stop();
-    // A command written before the client hears of the shutdown (broken
-    // pipe, EOF) has an unknown outcome and fails the call at once; only a
-    // link known dead makes the next acquire wait for the server. One
-    // try-once call fails either way and leaves the link known dead.
-    let probe = client
-        .acquire(unique("closing-probe"), &ttl(5).wait(Duration::ZERO))
-        .await;
-    assert!(matches!(probe, Err(Error::Redis { .. })), "{probe:?}");
+    until_known_down(&client).await;
     let acquiring = tokio::spawn({
         let client = client.clone();
         async move { client.acquire(unique("closing"), &ttl(5)).await }
