@@ -52,10 +52,22 @@ class RedisError extends LockError {
   }
 }
 
+/**
+ * The client was closed: before the call, or while an acquire waited. A
+ * RedisError (what a closed client rejected with before this class
+ * existed), so `instanceof RedisError` still holds; `code` tells them apart.
+ */
+class ClientClosedError extends RedisError {
+  constructor(message, options) {
+    super(message, options)
+    this.code = 'CLIENT_CLOSED'
+  }
+}
+
 // The native side prefixes every message with its kind (see
 // bindings/node/src/lib.rs): the one rule that maps Rust errors to JS.
 // NotAcquired carries its reason: `NOT_ACQUIRED(held): ...`.
-const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|REDIS|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?: ([\s\S]*)$/
+const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|REDIS|CLIENT_CLOSED|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?: ([\s\S]*)$/
 
 /** `lockName`: the name the failed call was about, if any. */
 function fromNative(err, lockName) {
@@ -69,6 +81,8 @@ function fromNative(err, lockName) {
       return new LockLostError(message, { lockName })
     case 'REDIS':
       return new RedisError(message, { lockName })
+    case 'CLIENT_CLOSED':
+      return new ClientClosedError(message, { lockName })
     case 'INVALID_TYPE': {
       const e = new TypeError(message)
       e.code = 'ERR_INVALID_ARG_TYPE'
@@ -88,4 +102,4 @@ function fromNative(err, lockName) {
   }
 }
 
-module.exports = { LockError, NotAcquiredError, LockLostError, RedisError, fromNative }
+module.exports = { LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError, fromNative }

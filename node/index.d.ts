@@ -99,7 +99,11 @@ export declare class Client implements AsyncDisposable {
    * ran (unless fn threw: then fn's error).
    */
   withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
-  /** Close the connections. Leases still held expire by their TTL. */
+  /**
+   * Close the connections. Leases still held expire by their TTL; pending
+   * and later acquires, and extend/release of its leases, reject with
+   * ClientClosedError (a RedisError).
+   */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
 }
@@ -131,9 +135,9 @@ export declare class Lease implements AsyncDisposable {
   toJSON(): { name: string; fence: string; validFor: number; lost: boolean }
 }
 
-/** Base class of NotAcquiredError, LockLostError and RedisError. */
+/** Base class of NotAcquiredError, LockLostError and RedisError (and its ClientClosedError). */
 export declare class LockError extends Error {
-  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'REDIS'
+  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'REDIS' | 'CLIENT_CLOSED'
   /** The lock's name as given to acquire; undefined for a client-wide error. (`name` is the class name.) */
   readonly lockName: LockName | undefined
 }
@@ -147,7 +151,15 @@ export declare class NotAcquiredError extends LockError {
 export declare class LockLostError extends LockError {
   readonly code: 'LOCK_LOST'
 }
-/** Redis was unreachable or answered with an error. */
+/** Redis was unreachable or answered with an error (`'REDIS'`), or the client is closed (ClientClosedError). */
 export declare class RedisError extends LockError {
-  readonly code: 'REDIS'
+  readonly code: 'REDIS' | 'CLIENT_CLOSED'
+}
+/**
+ * The client was closed: before the call (`acquire`, or `extend`/`release` of
+ * one of its leases), or while an acquire waited. The message names the call.
+ * Still a RedisError, as before it had a class of its own.
+ */
+export declare class ClientClosedError extends RedisError {
+  readonly code: 'CLIENT_CLOSED'
 }

@@ -4,7 +4,7 @@
 // `fencelock/wasm` (the same API over the app's own Redis client).
 const native = require('./native.js')
 const base = require('./client.js')
-const { LockError, NotAcquiredError, LockLostError, RedisError, fromNative } = require('./errors.js')
+const { LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError, fromNative } = require('./errors.js')
 
 /** A connection to one Redis (URL) or to N independent nodes (Redlock). */
 class Client extends base.Client {
@@ -29,4 +29,5 @@ module.exports = {
   NotAcquiredError,
   LockLostError,
   RedisError,
+  ClientClosedError,
 }

@@ -2,7 +2,7 @@
 // error classes as the main entry, a Client built from the app's clients.
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { Client, Lease, LockLostError, type RedisAdapter, adapters } from 'fencelock/wasm'
+import { Client, ClientClosedError, Lease, LockLostError, type RedisAdapter, adapters } from 'fencelock/wasm'
 import * as native from 'fencelock'
 
 export async function example(signal: AbortSignal): Promise<void> {
@@ -21,6 +21,7 @@ export async function example(signal: AbortSignal): Promise<void> {
   const custom: RedisAdapter = adapters.ioredis(new Redis())
   Client.fromRedis(custom)
   const lost: boolean = new LockLostError('x') instanceof native.LockLostError
-  void [fence, maybe, lost]
+  const closedIsRedis: boolean = new ClientClosedError('x') instanceof native.RedisError
+  void [fence, maybe, lost, closedIsRedis]
   await client.close()
 }

@@ -1,6 +1,6 @@
 // Type-checked (tsc --noEmit) usage of the public API: the README's API plus the
 // error classes. Not executed; test/readme.test.js runs the README's snippets.
-import { Client, Lease, LockError, LockLostError, NotAcquiredError, RedisError, type LockOptions } from 'fencelock'
+import { Client, ClientClosedError, Lease, LockError, LockLostError, NotAcquiredError, RedisError, type LockOptions } from 'fencelock'
 
 export async function example(signal: AbortSignal): Promise<void> {
   const client: Client = await Client.connect('redis://127.0.0.1:6379') // array => Redlock
@@ -35,6 +35,10 @@ export async function example(signal: AbortSignal): Promise<void> {
     if (err instanceof NotAcquiredError) {
       const code: 'NOT_ACQUIRED' = err.code
       void code
+    } else if (err instanceof ClientClosedError) {
+      const code: 'CLIENT_CLOSED' = err.code
+      const redis: RedisError = err
+      void [code, redis]
     } else if (err instanceof LockLostError || err instanceof RedisError) {
       const base: LockError = err
       void base

@@ -4,7 +4,7 @@
 /// <reference types="node" />
 
 import type { Lease, LockName, LockOptions } from '../index.js'
-export { Lease, LockError, NotAcquiredError, LockLostError, RedisError } from '../index.js'
+export { Lease, LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError } from '../index.js'
 export type { LockName, LockOptions } from '../index.js'
 
 /** Options of {@link Client.fromRedis}. */
@@ -64,7 +64,11 @@ export declare class Client implements AsyncDisposable {
   acquire(name: LockName, options: LockOptions): Promise<Lease>
   tryAcquire(name: LockName, options: LockOptions): Promise<Lease | null>
   withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
-  /** Stop: pending acquires fail, held leases expire by their TTL; the app's Redis clients stay open. */
+  /**
+   * Stop: pending and later acquires reject with ClientClosedError, held
+   * leases stop renewing and expire by their TTL (their extend and release
+   * still run, through the app's client); the app's Redis clients stay open.
+   */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
 }

@@ -4,7 +4,7 @@
 // no native addon, no connections of its own (only a duplicate of each
 // client for pub/sub wake-ups). Error classes are the main entry's.
 const base = require('../client.js')
-const { LockError, NotAcquiredError, LockLostError, RedisError, fromNative } = require('../errors.js')
+const { LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError, fromNative } = require('../errors.js')
 const { WasmClient, CancelHandle } = require('./driver.js')
 const { adapterFor, ioredis, nodeRedis } = require('./adapters.js')
 
@@ -51,5 +51,6 @@ module.exports = {
   NotAcquiredError,
   LockLostError,
   RedisError,
+  ClientClosedError,
   adapters: { ioredis, nodeRedis },
 }
