@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Type, TypeVar, Union
 
 from . import _native
 from ._native import AsyncLease, Lease
-from .exceptions import LockError, LockLost, NotAcquired, RedisError
+from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError
 
 __version__: str = _native.__version__
 
@@ -30,6 +30,7 @@ __all__ = [
     "AsyncLease",
     "AsyncLock",
     "Client",
+    "ClientClosed",
     "Lease",
     "Lock",
     "LockError",

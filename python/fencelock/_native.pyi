@@ -106,7 +106,9 @@ class Client:
         auto_renew: bool = False,
         on_lost: Optional[Callable[[Lease], object]] = None,
     ) -> Optional[Lease]: ...
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Leases still held expire by their TTL; later acquires, and
+        extend/release of this client's leases, raise ``ClientClosed``."""
 
 class AsyncClient:
     def __init__(
@@ -143,7 +145,8 @@ class AsyncClient:
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
     ) -> Tuple[asyncio.Future[Optional[AsyncLease]], Canceller]: ...
-    def close(self) -> asyncio.Future[None]: ...
+    def close(self) -> asyncio.Future[None]:
+        """As ``Client.close``; pending acquires fail with ``ClientClosed``."""
 
 def _after_fork_in_child() -> None: ...
 def _shutdown() -> None: ...

@@ -1,15 +1,17 @@
 """fencelock's exceptions (the README's error table).
 
 Bad arguments raise the built-in ``ValueError`` / ``TypeError`` before any
-Redis call. Everything else derives from :class:`LockError`. Messages name the
-lock and the cause, never a token or a password.
+Redis call, and a call the object's state does not allow (a lease used in a
+forked child, a lock context entered twice) the built-in ``RuntimeError``.
+Everything else derives from :class:`LockError`. Messages name the lock and
+the cause, never a token or a password.
 """
 
 from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-__all__ = ["LockError", "NotAcquired", "LockLost", "RedisError"]
+__all__ = ["LockError", "NotAcquired", "LockLost", "RedisError", "ClientClosed"]
 
 
 class LockError(Exception):
@@ -39,3 +41,12 @@ class LockLost(LockError):
 
 class RedisError(LockError):
     """Redis was unreachable or answered with an error."""
+
+
+class ClientClosed(RedisError):
+    """The client was closed: before the call, or while an acquire waited.
+
+    The message names the call (``cannot acquire lock "x": the client is
+    closed``). A subclass of :class:`RedisError`, which a closed client raised
+    before this class existed, so ``except RedisError`` still catches it.
+    """

@@ -35,6 +35,9 @@ def sync_api() -> None:
         timeout: TimeoutError = e
         base: fencelock.LockError = e
         print(timeout, base)
+    except fencelock.ClientClosed as e:
+        redis_error: fencelock.RedisError = e
+        print(redis_error.name)
     except (fencelock.LockLost, fencelock.RedisError):
         pass
 
