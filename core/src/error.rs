@@ -6,14 +6,25 @@ use crate::name::LockName;
 
 /// Everything that can go wrong with a lock operation.
 ///
-/// `InvalidArgument` is caller misuse and is raised before any Redis call; the
-/// other three are outcomes of talking to Redis. Messages name the lock and the
-/// cause, never a token or a password.
+/// `InvalidArgument` (a bad value, or a call the lease's state does not
+/// allow) is a caller error raised before any Redis call; `Closed` says the
+/// client was closed; the other three are outcomes of talking to Redis.
+/// Messages name the lock and the cause, never a token or a password.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Error {
     /// A bad argument (name, TTL, wait, URL, prefix), or an operation the
-    /// lease's state does not allow. Nothing was sent to Redis.
+    /// lease's state does not allow (programming errors with one remedy:
+    /// fix the call). Nothing was sent to Redis.
     InvalidArgument(String),
+    /// The client was closed: before the call (`operation` refused, nothing
+    /// sent), or while an acquire waited (the driver still sends its
+    /// compensating release). Front ends show it as a kind of `Redis` error
+    /// (Python `ClientClosed`, Node `ClientClosedError`), what these calls
+    /// raised before, so code that caught those still does.
+    Closed {
+        name: LockName,
+        operation: Operation,
+    },
     /// The lock was not acquired within the allowed wait; `reason` says why.
     NotAcquired {
         name: LockName,
@@ -40,6 +51,31 @@ pub enum NotAcquiredReason {
     /// Too few replicas acknowledged the write (`replicas=N`): the best
     /// granting node had `acked` of the `wanted`.
     Replicas { acked: u32, wanted: u32 },
+}
+
+/// What a caller attempted, named by [`Error::Closed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Acquire,
+    Extend,
+    Release,
+}
+
+impl Operation {
+    /// `"acquire"`, `"extend"` or `"release"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Operation::Acquire => "acquire",
+            Operation::Extend => "extend",
+            Operation::Release => "release",
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl NotAcquiredReason {
@@ -79,6 +115,15 @@ impl Error {
         }
     }
 
+    /// `operation` on lock `name` refused (or cut short): the client is
+    /// closed. The one place that says so; every front end maps the kind.
+    pub fn closed(name: &LockName, operation: Operation) -> Self {
+        Error::Closed {
+            name: name.clone(),
+            operation,
+        }
+    }
+
     /// `NotAcquired` because someone else holds the lock.
     pub fn not_acquired(name: &LockName) -> Self {
         Error::NotAcquired {
@@ -92,7 +137,9 @@ impl Error {
     pub fn lock_name(&self) -> Option<&LockName> {
         match self {
             Error::InvalidArgument(_) => None,
-            Error::NotAcquired { name, .. } | Error::LockLost { name } => Some(name),
+            Error::NotAcquired { name, .. }
+            | Error::LockLost { name }
+            | Error::Closed { name, .. } => Some(name),
             Error::Redis { name, .. } => name.as_ref(),
         }
     }
@@ -112,6 +159,7 @@ impl Error {
             Error::NotAcquired { .. } => "NOT_ACQUIRED",
             Error::LockLost { .. } => "LOCK_LOST",
             Error::Redis { .. } => "REDIS",
+            Error::Closed { .. } => "CLIENT_CLOSED",
         }
     }
 }
@@ -127,6 +175,9 @@ impl fmt::Display for Error {
                 )
             }
             Error::LockLost { name } => write!(f, "lock {name} is no longer held by this lease"),
+            Error::Closed { name, operation } => {
+                write!(f, "cannot {operation} lock {name}: the client is closed")
+            }
             Error::Redis {
                 name: Some(name),
                 message,
@@ -149,9 +200,31 @@ impl fmt::Debug for Error {
                 Error::NotAcquired { .. } => "NotAcquired",
                 Error::LockLost { .. } => "LockLost",
                 Error::Redis { .. } => "Redis",
+                Error::Closed { .. } => "Closed",
             }
         )
     }
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_names_the_lock_and_what_was_attempted() {
+        let name = LockName::new(b"jobs").unwrap();
+        let e = Error::closed(&name, Operation::Release);
+        assert_eq!(
+            e.to_string(),
+            r#"cannot release lock "jobs": the client is closed"#
+        );
+        assert_eq!(e.code(), "CLIENT_CLOSED");
+        assert_eq!(e.lock_name(), Some(&name));
+        assert_eq!(
+            format!("{e:?}"),
+            r#"Closed(cannot release lock "jobs": the client is closed)"#
+        );
+    }
+}

@@ -75,7 +75,7 @@ mod scripts;
 mod time;
 mod ttl;
 
-pub use error::{Error, NotAcquiredReason};
+pub use error::{Error, NotAcquiredReason, Operation};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LockKeys};
 pub use lock::{Lock, LockConfig, Progress, State, Token};

@@ -173,7 +173,7 @@ class WasmClient {
   }
 
   /**
-   * Pending acquires fail with a RedisError (their compensating releases
+   * Pending acquires fail with a ClientClosedError (their compensating releases
    * still run), held leases stop renewing and expire by their TTL, and the
    * adapters' own subscriber connections close. The app's clients stay open.
    */

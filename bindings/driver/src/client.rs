@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, KeySpace, LockConfig, LockName, RetryPolicy, Token, Ttl, Wait,
+    Error, FenceGrace, KeySpace, LockConfig, LockName, Operation, RetryPolicy, Token, Ttl, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -253,7 +253,7 @@ impl Client {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .ok_or_else(|| Error::redis(Some(&name), "the client is closed"))?;
+            .ok_or_else(|| Error::closed(&name, Operation::Acquire))?;
         let keys = self.inner.keyspace.keys(&name);
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
@@ -304,7 +304,7 @@ impl Client {
     }
 
     /// Close the connections. Auto-renewal stops and leases still held
-    /// expire by their TTL; pending acquires fail with a `Redis` error.
+    /// expire by their TTL; pending acquires fail with `Closed`.
     /// Returns once every compensating release (of a failed, cancelled or
     /// pending acquire) is answered or timed out, so nothing the client may
     /// hold is left behind unless Redis is unreachable. Idempotent.

@@ -10,7 +10,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use fencelock_core::{Error, Event, Instant, Lock, LockConfig, LockName, Progress, Wait};
+use fencelock_core::{
+    Error, Event, Instant, Lock, LockConfig, LockName, Operation, Progress, Wait,
+};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -39,7 +41,7 @@ pub(crate) struct Job {
 }
 
 fn closed_error(name: &LockName) -> Error {
-    Error::redis(Some(name), "the client is closed")
+    Error::closed(name, Operation::Acquire)
 }
 
 /// The actor's body.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock_core::{Error, Lock, LockName, Ttl};
+use fencelock_core::{Error, Lock, LockName, Operation, Ttl};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock;
@@ -230,34 +230,36 @@ impl Lease {
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<(), Error> {
         let ttl = ttl.map(Ttl::from_duration).transpose()?;
         let (tx, rx) = oneshot::channel();
-        self.ask(Request::Extend(ttl, tx), rx).await
+        self.ask(Operation::Extend, Request::Extend(ttl, tx), rx)
+            .await
     }
 
     /// Release; `LockLost` if the lease was lost; a second call is a no-op.
     pub async fn release(&self) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
-        self.ask(Request::Release(tx), rx).await
+        self.ask(Operation::Release, Request::Release(tx), rx).await
     }
 
     async fn ask(
         &self,
+        operation: Operation,
         request: Request,
         rx: oneshot::Receiver<Result<(), Error>>,
     ) -> Result<(), Error> {
         if self.requests.send(request).is_err() {
-            return Err(self.gone());
+            return Err(self.gone(operation));
         }
-        rx.await.unwrap_or_else(|_| Err(self.gone()))
+        rx.await.unwrap_or_else(|_| Err(self.gone(operation)))
     }
 
     /// The actor is gone: only after the client was closed.
-    fn gone(&self) -> Error {
+    fn gone(&self, operation: Operation) -> Error {
         if self.lost() {
             Error::LockLost {
                 name: self.name.clone(),
             }
         } else {
-            Error::redis(Some(&self.name), "the client is closed")
+            Error::closed(&self.name, operation)
         }
     }
 }

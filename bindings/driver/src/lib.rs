@@ -73,9 +73,11 @@
 //!
 //! # Errors
 //!
-//! [`Error`] (from the core): `InvalidArgument` (raised before any Redis
-//! call), `NotAcquired`, `LockLost`, `Redis`. Messages name the lock and the
-//! cause, never a token or a password.
+//! [`Error`] (from the core): `InvalidArgument` (a bad value or a wrong-state
+//! call, raised before any Redis call), `Closed` (a call on a closed client,
+//! or an acquire the close cut short; [`Operation`] says which),
+//! `NotAcquired`, `LockLost`, `Redis`. Messages name the lock and the cause,
+//! never a token or a password.
 
 mod client;
 mod clock;
@@ -98,7 +100,7 @@ use std::time::Duration;
 
 pub use client::{Acquire, Client, Granting, TryAcquire, TryGranting};
 pub use fencelock_core::{
-    Error, LockName, NotAcquiredReason, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    Error, LockName, NotAcquiredReason, Operation, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};

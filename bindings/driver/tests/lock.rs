@@ -723,14 +723,14 @@ async fn a_closed_client_refuses_new_work() {
         .await
         .unwrap()
         .unwrap();
-    assert!(matches!(r, Err(Error::Redis { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::Closed { .. })), "{r:?}");
     held.release().await.unwrap();
     client.close().await;
     assert!(clone.is_closed());
     let r = clone
         .acquire(unique("closed"), &LockOptions::new(secs(1)))
         .await;
-    assert!(matches!(r, Err(Error::Redis { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::Closed { .. })), "{r:?}");
 }
 
 #[test]

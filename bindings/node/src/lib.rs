@@ -7,7 +7,7 @@
 //!
 //! Error protocol with `index.js`: every error thrown or rejected here has a
 //! message of the form `CODE: text`, where CODE is one of
-//! `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS` (the driver's `Error::code()`),
+//! `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS`, `CLIENT_CLOSED` (the driver's `Error::code()`),
 //! `INVALID_ARGUMENT` (a value out of range: JS `RangeError`),
 //! `INVALID_TYPE` (a JS value of the wrong type: JS `TypeError`) or
 //! `ABORTED` (the acquire was cancelled through its `CancelHandle`).

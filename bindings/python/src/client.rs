@@ -92,7 +92,7 @@ impl Connector {
     /// The connection cell for this process. In a forked child the parent's
     /// client (its connections belong to the parent's runtime) is abandoned
     /// and a new one is made on first use.
-    fn cell(&self, py: Python<'_>) -> PyResult<Cell> {
+    fn cell(&self, py: Python<'_>, key: &[u8]) -> PyResult<Cell> {
         logging::refresh(py);
         let pid = std::process::id();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -102,7 +102,9 @@ impl Connector {
             state.pid = pid;
         }
         if state.closed {
-            return Err(errors::redis_error(py, "the client is closed"));
+            let name = fencelock::LockName::new(key).map_err(errors::invalid)?;
+            let closed = fencelock::Error::closed(&name, fencelock::Operation::Acquire);
+            return Err(errors::to_py(py, closed));
         }
         Ok(state.cell.clone())
     }
@@ -122,10 +124,11 @@ impl Connector {
     fn client(
         &self,
         py: Python<'_>,
+        key: &[u8],
     ) -> PyResult<
         impl std::future::Future<Output = Result<fencelock::Client, fencelock::Error>> + Send + 'static,
     > {
-        let cell = self.cell(py)?;
+        let cell = self.cell(py, key)?;
         let urls = self.urls.clone();
         let options = self.options.clone();
         Ok(async move {
@@ -158,10 +161,10 @@ impl Connector {
                 Box::pin(async move { acquire.await.map(Some) })
             }
         }
-        if let Some(client) = self.cell(py)?.get() {
+        if let Some(client) = self.cell(py, &key)?.get() {
             return Ok(start(client, key, &options, once));
         }
-        let client = self.client(py)?;
+        let client = self.client(py, &key)?;
         Ok(Box::pin(async move {
             start(&client.await?, key, &options, once).await
         }))

@@ -13,6 +13,7 @@ use pyo3::BoundObject;
 static NOT_ACQUIRED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static LOCK_LOST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static REDIS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static CLIENT_CLOSED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 const MODULE: &str = "fencelock.exceptions";
 
@@ -39,6 +40,7 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::NotAcquired { .. } => raise(py, &NOT_ACQUIRED, "NotAcquired", message),
         Error::LockLost { .. } => raise(py, &LOCK_LOST, "LockLost", message),
         Error::Redis { .. } => raise(py, &REDIS_ERROR, "RedisError", message),
+        Error::Closed { .. } => raise(py, &CLIENT_CLOSED, "ClientClosed", message),
     };
     let value = err.value(py);
     let name = match error.lock_name() {
@@ -95,9 +97,4 @@ where
             Err(error) => Err(to_py(py, error)),
         }
     }
-}
-
-/// `fencelock.RedisError` with a message of the binding's own.
-pub fn redis_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
-    raise(py, &REDIS_ERROR, "RedisError", message.into())
 }

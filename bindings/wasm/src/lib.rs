@@ -9,8 +9,9 @@
 //!
 //! Error protocol (the same as `bindings/node`, so `node/errors.js` maps both):
 //! every thrown error, and every error carried by an event, is a message
-//! `CODE: text` with CODE one of `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS` (the
-//! core's `Error::code()`), `INVALID_ARGUMENT` (JS `RangeError`) or
+//! `CODE: text` with CODE one of `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS`,
+//! `CLIENT_CLOSED` (the core's `Error::code()`), `INVALID_ARGUMENT` (JS
+//! `RangeError`) or
 //! `INVALID_TYPE` (JS `TypeError`).
 //!
 //! Time: every `now` is the host's monotonic clock in milliseconds
@@ -20,8 +21,8 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy,
-    Script, State, Token, Ttl, Wait,
+    Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Operation, Reply,
+    RetryPolicy, Script, State, Token, Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -306,11 +307,11 @@ impl LockSpec {
         lock_tag(&Error::not_acquired(&self.config.name))
     }
 
-    /// The tagged error for an acquire cut short by `Client.close()`.
+    /// The tagged error for an acquire refused or cut short by
+    /// `Client.close()` (`CLIENT_CLOSED`).
     #[wasm_bindgen(js_name = closedMessage)]
     pub fn closed_message(&self) -> String {
-        let error = Error::redis(Some(&self.config.name), "the client is closed");
-        lock_tag(&error)
+        lock_tag(&Error::closed(&self.config.name, Operation::Acquire))
     }
 
     /// The lock, once it is this acquire's turn, `waited_ms` after the call.

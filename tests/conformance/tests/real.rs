@@ -45,6 +45,7 @@ fn outcome(result: Result<(), Error>) -> Value {
                 Error::NotAcquired { .. } => "NotAcquired",
                 Error::LockLost { .. } => "LockLost",
                 Error::Redis { .. } => "Redis",
+                Error::Closed { .. } => "Closed",
                 Error::InvalidArgument(_) => "InvalidArgument",
             };
             match e.reason() {

@@ -151,6 +151,7 @@ fn error_kind(e: &Error) -> &'static str {
         Error::NotAcquired { .. } => "NotAcquired",
         Error::LockLost { .. } => "LockLost",
         Error::Redis { .. } => "Redis",
+        Error::Closed { .. } => "Closed",
     }
 }
 

@@ -129,6 +129,7 @@ fn kind(e: &Error) -> String {
         Error::NotAcquired { .. } => "not_acquired".into(),
         Error::LockLost { .. } => "lock_lost".into(),
         Error::Redis { .. } => "redis".into(),
+        Error::Closed { .. } => "closed".into(),
         Error::InvalidArgument(_) => "invalid_argument".into(),
     }
 }

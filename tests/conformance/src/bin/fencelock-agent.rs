@@ -15,6 +15,7 @@ fn kind(e: &Error) -> &'static str {
         Error::NotAcquired { .. } => "NotAcquired",
         Error::LockLost { .. } => "LockLost",
         Error::Redis { .. } => "Redis",
+        Error::Closed { .. } => "Closed",
     }
 }
 
