@@ -4,7 +4,7 @@ const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
 const util = require('node:util')
-const { Client, Lease, LockError, NotAcquiredError, LockLostError, RedisError } = require('..')
+const { Client, Lease, LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError } = require('..')
 const { redisUrl, redlockUrls, uniqueName, lockKey, within, aborted, Raw } = require('./helpers.js')
 
 let url
@@ -440,5 +440,45 @@ describe('redlock', () => {
       await a.close()
       await b.close()
     }
+  })
+})
+
+describe('a closed client', () => {
+  const closed = (what, name) => (e) => {
+    assert.ok(e instanceof ClientClosedError, String(e))
+    assert.ok(e instanceof RedisError && e instanceof LockError, 'still a RedisError')
+    assert.equal(e.code, 'CLIENT_CLOSED')
+    assert.equal(e.name, 'ClientClosedError')
+    assert.equal(e.lockName, name)
+    assert.equal(e.message, `cannot ${what} lock ${JSON.stringify(name)}: the client is closed`)
+    return true
+  }
+
+  test('rejects acquires (pending and later) and its leases\' extend/release with ClientClosedError', async () => {
+    const name = uniqueName('closed')
+    const held = uniqueName('closed-held')
+    const other = await Client.connect(url)
+    const holder = await other.acquire(held, { ttl: 30_000 })
+    const c = await Client.connect(url)
+    const lease = await c.acquire(name, { ttl: 30_000 })
+    const waiting = c.acquire(held, { ttl: 1_000 }).then(
+      () => assert.fail('acquired after close'),
+      (e) => e,
+    )
+    // Close while the acquire waits (subscribed to the holder's release).
+    const subscribed = async () => {
+      while (Number((await raw.cmd('PUBSUB', 'NUMSUB', `${lockKey(held)}:released`))[1]) < 1) await new Promise((r) => setTimeout(r, 5))
+    }
+    await within(5_000, subscribed(), 'the waiter to subscribe')
+    await c.close()
+    assert.ok(closed('acquire', held)(await waiting))
+    await assert.rejects(c.acquire(name, { ttl: 1_000 }), closed('acquire', name))
+    await assert.rejects(c.tryAcquire(name, { ttl: 1_000 }), closed('acquire', name))
+    // The lease outlives its client: refused the same way, the key left to its TTL.
+    await assert.rejects(lease.extend(), closed('extend', name))
+    await assert.rejects(lease.release(), closed('release', name))
+    assert.ok((await raw.cmd('PTTL', lockKey(name))) > 0)
+    await holder.release()
+    await other.close()
   })
 })

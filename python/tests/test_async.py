@@ -22,6 +22,32 @@ async def until(predicate: Callable[[], bool], timeout: float = 5.0, what: str =
         await asyncio.sleep(0.001)
 
 
+def test_a_closed_async_client_raises_client_closed_a_redis_error(redis_url: str, r: Redis, name: str) -> None:
+    async def main() -> None:
+        aclient = fencelock.AsyncClient(redis_url)
+        lease = await aclient.acquire(name, ttl=30.0)
+        other = fencelock.AsyncClient(redis_url)
+        holder = await other.acquire(name + ":held", ttl=30.0)
+        waiting = asyncio.ensure_future(aclient.acquire(name + ":held", ttl=1.0))
+        await until(lambda: subscribers(r, name + ":held") > 0, what="the waiter to subscribe")
+        await aclient.close()
+        # An acquire the close cut short, and one after it.
+        with pytest.raises(fencelock.ClientClosed, match="^cannot acquire lock"):
+            await waiting
+        with pytest.raises(fencelock.RedisError, match=r'^cannot acquire lock "[^"]+": the client is closed$') as raised:
+            await aclient.acquire(name, ttl=1.0)
+        assert type(raised.value) is fencelock.ClientClosed and raised.value.name == name
+        with pytest.raises(fencelock.ClientClosed, match="^cannot extend lock"):
+            await lease.extend()
+        with pytest.raises(fencelock.ClientClosed, match="^cannot release lock"):
+            await lease.release()
+        assert r.execute("PTTL", lock_keys(name)[0]) > 0
+        await holder.release()
+        await other.close()
+
+    run(main())
+
+
 def test_acquire_extend_release(redis_url: str, r: Redis, name: str) -> None:
     async def main() -> None:
         aclient = fencelock.AsyncClient(redis_url)

@@ -304,6 +304,30 @@ def test_client_context_manager_and_closed_client(redis_url: str, name: str) -> 
         never_used.acquire(name, ttl=1.0)
 
 
+def test_a_closed_client_raises_client_closed_a_redis_error(redis_url: str, r: Redis, name: str) -> None:
+    c = fencelock.Client(redis_url)
+    lease = c.acquire(name, ttl=30.0)
+    c.close()
+    with pytest.raises(fencelock.ClientClosed, match=r'^cannot acquire lock "[^"]+": the client is closed$') as raised:
+        c.acquire(name, ttl=1.0)
+    assert isinstance(raised.value, fencelock.RedisError) and isinstance(raised.value, fencelock.LockError)
+    assert raised.value.name == name
+    with pytest.raises(fencelock.ClientClosed):
+        c.try_acquire(name, ttl=1.0)
+    # The lease outlives its client: extend and release are refused the same
+    # way, naming the call; the key is left to expire by its TTL.
+    with pytest.raises(fencelock.ClientClosed, match="^cannot extend lock"):
+        lease.extend()
+    with pytest.raises(fencelock.RedisError, match="^cannot release lock") as caught:
+        lease.release()
+    assert type(caught.value) is fencelock.ClientClosed and caught.value.name == name
+    assert r.execute("PTTL", lock_keys(name)[0]) > 0
+    never_used = fencelock.Client(redis_url)
+    never_used.close()
+    with pytest.raises(fencelock.ClientClosed, match="^cannot acquire lock"):
+        never_used.acquire(name.encode(), ttl=1.0)
+
+
 def test_blocking_acquire_releases_the_gil(redis_url: str, r: Redis, name: str) -> None:
     a = fencelock.Client(redis_url)
     b = fencelock.Client(redis_url)

@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{conn, dbsize, eventually, keys, pttl, redis_url, unique, Server};
-use fencelock::{Client, ClientOptions, Error, LockOptions, NotAcquiredReason};
+use fencelock::{Client, ClientOptions, Error, LockOptions, NotAcquiredReason, Operation};
 use futures_util::stream::{self, StreamExt};
 
 /// Keys matching `pattern`, by SCAN (which skips expired keys).
@@ -216,4 +216,67 @@ async fn a_refused_release_notification_does_not_fail_the_release() {
         assert!(!lease.lost());
     }
     client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_client_is_its_own_kind_naming_the_lock_and_the_call() {
+    let server = Server::start();
+    let url = server.url();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let name = unique("closed-kind");
+    let lease = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    client.close().await;
+
+    let err = client
+        .acquire(&name, &LockOptions::new(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Closed { name: n, operation: Operation::Acquire } if n.as_bytes() == name.as_bytes()),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "CLIENT_CLOSED");
+    assert_eq!(
+        err.to_string(),
+        format!("cannot acquire lock {name:?}: the client is closed")
+    );
+    let err = client
+        .try_acquire(&name, &LockOptions::new(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Closed { .. }), "{err:?}");
+
+    // The lease outlives its client: extend and release are refused the
+    // same way (the key expires by its TTL), and say which call it was.
+    let err = lease.extend(None).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Closed {
+                operation: Operation::Extend,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("cannot extend lock"), "{err}");
+    let err = lease.release().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Closed {
+                operation: Operation::Release,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.lock_name().map(|n| n.as_bytes()), Some(name.as_bytes()));
+    assert!(
+        pttl(&url, &keys(&name).lock) > 0,
+        "left to expire, not released"
+    );
 }

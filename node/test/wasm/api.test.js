@@ -12,7 +12,7 @@ const Redis = require('ioredis')
 const { createClient } = require('redis')
 const wasm = require('fencelock/wasm')
 const errors = require('../../errors.js')
-const { Client, Lease, LockLostError, NotAcquiredError, RedisError } = wasm
+const { Client, Lease, LockLostError, NotAcquiredError, RedisError, ClientClosedError } = wasm
 const { startRedis, redisUrl, redlockUrls, uniqueName, lockKey, within, aborted, Raw } = require('../helpers.js')
 
 const ADAPTERS = {
@@ -41,11 +41,11 @@ test('the main entry refuses to load under FENCELOCK_FORCE_WASM=1 and names fenc
 
 test('the ESM entry (import \'fencelock/wasm\') exports the very same classes as require()', async () => {
   const esm = await import('fencelock/wasm')
-  for (const k of ['Client', 'Lease', 'LockError', 'NotAcquiredError', 'LockLostError', 'RedisError']) assert.equal(esm[k], wasm[k], k)
+  for (const k of ['Client', 'Lease', 'LockError', 'NotAcquiredError', 'LockLostError', 'RedisError', 'ClientClosedError']) assert.equal(esm[k], wasm[k], k)
 })
 
 test('error classes are the main entry\'s (one module, instanceof works across flavours)', () => {
-  for (const k of ['LockError', 'NotAcquiredError', 'LockLostError', 'RedisError']) assert.equal(wasm[k], errors[k], k)
+  for (const k of ['LockError', 'NotAcquiredError', 'LockLostError', 'RedisError', 'ClientClosedError']) assert.equal(wasm[k], errors[k], k)
   assert.ok(new LockLostError('x') instanceof errors.LockError)
 })
 
@@ -208,7 +208,7 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
       assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
     })
 
-    test('close() fails pending acquires with RedisError and leaves the app\'s client open', async () => {
+    test('close() fails pending and later acquires with ClientClosedError (a RedisError) and leaves the app\'s client open', async () => {
       const name = uniqueName('wasm-close')
       const lease = await client.acquire(name, { ttl: 10_000 })
       const other = Client.fromRedis(app.redis)
@@ -218,13 +218,23 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
       )
       await new Promise((r) => setTimeout(r, 30))
       await other.close()
-      await assert.rejects(waiting.then((e) => Promise.reject(e)), (e) => e instanceof RedisError && /closed/.test(e.message))
-      await assert.rejects(other.acquire(name, { ttl: 1_000 }), RedisError)
+      const closed = (e) => {
+        assert.ok(e instanceof ClientClosedError && e instanceof RedisError, String(e))
+        assert.equal(e.code, 'CLIENT_CLOSED')
+        assert.equal(e.lockName, name)
+        assert.equal(e.message, `cannot acquire lock ${JSON.stringify(name)}: the client is closed`)
+        return true
+      }
+      await assert.rejects(waiting.then((e) => Promise.reject(e)), closed)
+      await assert.rejects(other.acquire(name, { ttl: 1_000 }), closed)
+      await assert.rejects(other.tryAcquire(name, { ttl: 1_000 }), closed)
       assert.equal(await app.redis.ping(), 'PONG')
       await lease.release()
-      // A lease of a closed client still releases (through the app's open client).
+      // A lease of a closed client still extends and releases (through the
+      // app's open client): no ClientClosedError there.
       const kept = await separateClient(app).acquire(name, { ttl: 10_000 })
       await kept.client.close()
+      await kept.lease.extend()
       await kept.lease.release()
       assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
     })
