@@ -15,6 +15,7 @@ const ERRORS = new Map([
   [fencelock.NotAcquiredError, 'NotAcquired'],
   [fencelock.LockLostError, 'LockLost'],
   [fencelock.RedisError, 'Redis'],
+  [fencelock.ClientClosedError, 'Closed'],
 ])
 
 async function handle(client, leases, req) {

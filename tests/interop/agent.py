@@ -7,7 +7,8 @@ import sys
 
 import fencelock
 
-ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis"}
+ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis",
+          fencelock.ClientClosed: "Closed"}
 
 
 def main() -> None:

@@ -152,7 +152,8 @@ def resolve(v: Any, sc: Dict[str, Any]) -> bytes:
     return as_bytes(v)
 
 
-ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis"}
+ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis",
+          fencelock.ClientClosed: "Closed"}
 
 
 def outcome_of(call: Any) -> Tuple[Any, Any]:
