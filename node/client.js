@@ -1,8 +1,10 @@
 'use strict'
 // The public Client and Lease classes over a backend handle: the napi addon
 // (index.js) or the WebAssembly driver (wasm/driver.js), which implement the
-// same small interface (acquire/tryAcquire/close; lease getters,
-// extend/release, lostMessage/watchLost; a CancelHandle class).
+// same small interface (acquire/tryAcquire/close, resolving to a grant whose
+// claim() gives the lease handle, or null if the acquire was cancelled after
+// the grant: the backend then releases it; lease getters, extend/release,
+// lostMessage/watchLost; a CancelHandle class).
 //
 // Everything about locks happens in Rust (the driver or the wasm core). This
 // file only does what has to be JavaScript: AbortSignal plumbing,
@@ -173,26 +175,23 @@ class Client {
     const signal = signalOf(options)
     signal?.throwIfAborted()
     // Abort -> backend cancel -> the driver gives up the acquire and sends a
-    // compensating release if the request may have reached Redis.
+    // compensating release if the request may have reached Redis, or, if the
+    // lock was granted already, claim() below refuses and it is released.
     const cancel = signal ? new this.#CancelHandle() : undefined
     const onAbort = () => cancel.cancel()
     signal?.addEventListener('abort', onAbort, { once: true })
-    let handle
+    let grant
     try {
-      handle = await this.#native[method](name, options, cancel)
+      grant = await this.#native[method](name, options, cancel)
     } catch (err) {
       if (signal?.aborted) throw signal.reason
       throw fromNative(err, name)
     } finally {
       signal?.removeEventListener('abort', onAbort)
     }
-    if (handle == null) return null
-    if (signal?.aborted) {
-      // The abort raced the lock being granted: give it back, then report
-      // the abort the caller asked for.
-      await handle.release().catch(() => {})
-      throw signal.reason
-    }
+    if (grant == null) return null
+    const handle = grant.claim()
+    if (handle == null) throw signal.reason
     return new Lease(kCreate, handle, name)
   }
 

@@ -206,6 +206,7 @@ class Actor {
   #over = false // released: nothing is valid any more
   #lostWatchers = []
   #abandon = []
+  #cancelHandle = undefined // the caller's, if it passed a signal
   cancelled = false // read by the local queue
 
   constructor(client, spec, name, token, caller) {
@@ -222,6 +223,7 @@ class Actor {
   }
 
   async start(cancel) {
+    this.#cancelHandle = cancel
     cancel?.onCancel(() => this.#cancel())
     const started = now()
     const wait = this.#spec.wait
@@ -453,6 +455,12 @@ class Actor {
   watchLost(fn) {
     if (!this.#over) this.#lostWatchers.push(fn)
   }
+  /** The caller takes the lease, unless it cancelled after the grant: then release it instead. */
+  claim() {
+    if (this.#cancelHandle?.cancelled !== true) return true
+    this.request('release').catch(() => {})
+    return false
+  }
 }
 
 // ------------------------------------------------------------------ lease
@@ -496,6 +504,10 @@ class LeaseHandle {
   }
   watchLost(callback) {
     this.#actor.watchLost(callback)
+  }
+  /** This handle, now the caller's; null if the acquire was cancelled after the grant (released instead). */
+  claim() {
+    return this.#actor.claim() ? this : null
   }
   extend(ttl) {
     return this.#actor.request('extend', ttl)

@@ -12,12 +12,11 @@ only the Pythonic surface: context managers, exceptions and type hints.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import logging
 import os
 from types import TracebackType
-from typing import Any, Callable, Optional, Type, TypeVar, Union
+from typing import Callable, Optional, Type, Union
 
 from . import _native
 from ._native import AsyncLease, Lease
@@ -50,7 +49,6 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_native._shutdown)
 
 Name = Union[str, bytes, bytearray]
-_T = TypeVar("_T")
 
 
 class Client(_native.Client):
@@ -107,8 +105,10 @@ class AsyncClient(_native.AsyncClient):
     ) -> AsyncLease:
         """Acquire ``name``, waiting as ``wait`` allows (``None``: until
         acquired); ``NotAcquired`` when the wait runs out."""
-        future, cancel = self._acquire(name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
-        return await _cancel_safe(future, cancel)
+        grant = await self._acquire(name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+        # Taken here, with no await in between: a lease that never got this
+        # far (the task was cancelled) is released by the driver.
+        return grant._claim()
 
     async def try_acquire(
         self,
@@ -119,8 +119,8 @@ class AsyncClient(_native.AsyncClient):
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
     ) -> Optional[AsyncLease]:
         """One attempt: the lease, or ``None`` if someone else holds the lock."""
-        future, cancel = self._try_acquire(name, ttl, auto_renew=auto_renew, on_lost=on_lost)
-        return await _cancel_safe(future, cancel)
+        grant = await self._try_acquire(name, ttl, auto_renew=auto_renew, on_lost=on_lost)
+        return None if grant is None else grant._claim()
 
     def lock(
         self,
@@ -147,26 +147,6 @@ class AsyncClient(_native.AsyncClient):
         tb: Optional[TracebackType],
     ) -> None:
         await self.close()
-
-
-async def _cancel_safe(future: "asyncio.Future[_T]", cancel: Callable[[], None]) -> _T:
-    """Await an acquire; if our task is cancelled, stop the acquire and, should
-    a lease have been granted in the meantime, release it in the background
-    (it would otherwise sit in a cancelled future until its TTL)."""
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        cancel()
-        future.add_done_callback(_abandon_granted)
-        raise
-
-
-def _abandon_granted(future: "asyncio.Future[Any]") -> None:
-    if future.cancelled() or future.exception() is not None:
-        return
-    lease = future.result()
-    if isinstance(lease, AsyncLease):
-        lease._abandon()
 
 
 def _release_failed(lease: object, error: LockError, body_raised: bool) -> None:

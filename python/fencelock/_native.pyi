@@ -65,11 +65,13 @@ class AsyncLease:
     def release(self) -> asyncio.Future[None]: ...
     def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
-    def _abandon(self) -> None: ...
 
 @final
-class Canceller:
-    def __call__(self) -> None: ...
+class Grant:
+    """An asyncio acquire's lease before the awaiting task took it;
+    released by the driver if it is dropped unclaimed."""
+
+    def _claim(self) -> AsyncLease: ...
 
 class Client:
     def __init__(
@@ -136,7 +138,7 @@ class AsyncClient:
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
-    ) -> Tuple[asyncio.Future[AsyncLease], Canceller]: ...
+    ) -> asyncio.Future[Grant]: ...
     def _try_acquire(
         self,
         name: _Name,
@@ -144,7 +146,7 @@ class AsyncClient:
         *,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
-    ) -> Tuple[asyncio.Future[Optional[AsyncLease]], Canceller]: ...
+    ) -> asyncio.Future[Optional[Grant]]: ...
     def close(self) -> asyncio.Future[None]:
         """As ``Client.close``; pending acquires fail with ``ClientClosed``."""
 

@@ -11,6 +11,10 @@
 //! `INVALID_ARGUMENT` (a value out of range: JS `RangeError`),
 //! `INVALID_TYPE` (a JS value of the wrong type: JS `TypeError`) or
 //! `ABORTED` (the acquire was cancelled through its `CancelHandle`).
+//!
+//! Acquires resolve to a [`NativeGrant`] that `client.js` claims; a lease
+//! that never reaches the caller is released by the driver (its `Granted`),
+//! and loss is watched by the driver's `Lease::on_lost`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +24,7 @@ use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw,
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status, ValueType};
 use napi_derive::napi;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 type Result<T> = napi::Result<T>;
 
@@ -340,9 +344,10 @@ fn urls_arg(value: Either3<String, Vec<String>, Unknown<'_>>) -> Result<Vec<Stri
 
 // ---------------------------------------------------------------- cancellation
 
-/// Cancels one pending acquire: `index.js` calls `cancel()` when the caller's
-/// AbortSignal fires; the Rust future is then dropped, and the driver sends
-/// the compensating release if a request may have reached Redis.
+/// Cancels one acquire: `client.js` calls `cancel()` when the caller's
+/// AbortSignal fires. Before the grant the Rust future is dropped (the driver
+/// sends the compensating release if a request may have reached Redis);
+/// after it, [`NativeGrant::claim`] refuses and the driver releases the lease.
 #[napi]
 #[derive(Debug)]
 pub struct CancelHandle {
@@ -383,14 +388,55 @@ async fn cancellable<T>(
 ) -> Result<T> {
     match cancel {
         None => fut.await.map_err(lock_error),
-        // The outcome wins a tie: a lease already granted goes back to JS,
-        // which releases it (the caller aborted) instead of it being dropped
-        // unreleased inside the future.
         Some(rx) => tokio::select! {
-            biased;
             r = fut => r.map_err(lock_error),
             _ = cancelled(rx) => Err(tagged("ABORTED", "the operation was aborted")),
         },
+    }
+}
+
+/// A lease won for a JS acquire, not yet taken by its caller: the driver's
+/// `Granted`. Dropped unclaimed (refused by `claim()`, or garbage-collected),
+/// the driver releases the lock.
+#[napi]
+#[derive(Debug)]
+pub struct NativeGrant {
+    granted: Mutex<Option<fencelock::Granted>>,
+    cancel: Option<watch::Receiver<bool>>,
+    is_buffer: bool,
+}
+
+impl NativeGrant {
+    fn new(
+        granted: fencelock::Granted,
+        cancel: Option<watch::Receiver<bool>>,
+        is_buffer: bool,
+    ) -> Self {
+        NativeGrant {
+            granted: Mutex::new(Some(granted)),
+            cancel,
+            is_buffer,
+        }
+    }
+}
+
+#[napi]
+impl NativeGrant {
+    /// The lease, now the caller's; null if the acquire was cancelled after
+    /// the grant (the caller's signal aborted before it got the lease):
+    /// then the lock is released instead. Once.
+    #[napi]
+    pub fn claim(&self) -> Option<NativeLease> {
+        let granted = self
+            .granted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        if self.cancel.as_ref().is_some_and(|rx| *rx.borrow()) {
+            drop(granted); // unclaimed: the driver releases it
+            return None;
+        }
+        Some(NativeLease::new(granted.claim(), self.is_buffer))
     }
 }
 
@@ -428,7 +474,7 @@ impl NativeClient {
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
-    ) -> Result<PromiseRaw<'env, NativeLease>> {
+    ) -> Result<PromiseRaw<'env, NativeGrant>> {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
@@ -436,8 +482,8 @@ impl NativeClient {
         // taken in call order.
         let acquiring = self.inner.acquire(name.name.as_bytes(), &options);
         env.spawn_future(async move {
-            let lease = cancellable(cancel, acquiring).await?;
-            Ok(NativeLease::new(lease, name.is_buffer))
+            let granted = cancellable(cancel.clone(), acquiring.granted()).await?;
+            Ok(NativeGrant::new(granted, cancel, name.is_buffer))
         })
     }
 
@@ -448,14 +494,14 @@ impl NativeClient {
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
-    ) -> Result<PromiseRaw<'env, Option<NativeLease>>> {
+    ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
         let acquiring = self.inner.try_acquire(name.name.as_bytes(), &options);
         env.spawn_future(async move {
-            let lease = cancellable(cancel, acquiring).await?;
-            Ok(lease.map(|lease| NativeLease::new(lease, name.is_buffer)))
+            let granted = cancellable(cancel.clone(), acquiring.granted()).await?;
+            Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
         })
     }
 
@@ -480,15 +526,6 @@ type LostCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
 pub struct NativeLease {
     inner: Arc<fencelock::Lease>,
     is_buffer: bool,
-    /// Dropping the sender ends the loss watcher (on release or GC); `None`
-    /// inside once released, so no watcher starts after a release.
-    watcher: Arc<Mutex<Watcher>>,
-}
-
-#[derive(Debug, Default)]
-struct Watcher {
-    released: bool,
-    stop: Option<oneshot::Sender<()>>,
 }
 
 impl NativeLease {
@@ -496,15 +533,6 @@ impl NativeLease {
         NativeLease {
             inner: Arc::new(lease),
             is_buffer,
-            watcher: Arc::new(Mutex::new(Watcher::default())),
-        }
-    }
-}
-
-impl Drop for NativeLease {
-    fn drop(&mut self) {
-        if let Ok(mut watcher) = self.watcher.lock() {
-            watcher.stop.take();
         }
     }
 }
@@ -559,27 +587,15 @@ impl NativeLease {
         self.inner.lost().then(|| lost_message(&self.inner))
     }
 
-    /// Call `callback(message)` once if the lease is lost; one watcher per lease.
+    /// Call `callback(message)` once if the lease is lost: the driver's one
+    /// loss watcher (never after a release, over when the lease is
+    /// garbage-collected).
     #[napi]
-    pub fn watch_lost(&self, callback: LostCallback) -> Result<()> {
-        let (tx, rx) = oneshot::channel::<()>();
-        {
-            let mut watcher = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
-            if watcher.released {
-                return Ok(()); // released leases are never lost
-            }
-            watcher.stop = Some(tx);
-        }
-        let lease = Arc::clone(&self.inner);
-        napi::bindgen_prelude::spawn(async move {
-            tokio::select! {
-                _ = lease.lost_signal() => {
-                    callback.call(lost_message(&lease), ThreadsafeFunctionCallMode::NonBlocking);
-                }
-                _ = rx => {}
-            }
+    pub fn watch_lost(&self, callback: LostCallback) {
+        let message = lost_message(&self.inner);
+        self.inner.on_lost(move || {
+            callback.call(message, ThreadsafeFunctionCallMode::NonBlocking);
         });
-        Ok(())
     }
 
     #[napi]
@@ -592,13 +608,6 @@ impl NativeLease {
     #[napi]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let lease = Arc::clone(&self.inner);
-        let watcher = Arc::clone(&self.watcher);
-        env.spawn_future(async move {
-            lease.release().await.map_err(lock_error)?;
-            let mut watcher = watcher.lock().unwrap_or_else(|e| e.into_inner());
-            watcher.released = true;
-            watcher.stop.take();
-            Ok(())
-        })
+        env.spawn_future(async move { lease.release().await.map_err(lock_error) })
     }
 }

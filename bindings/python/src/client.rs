@@ -3,25 +3,24 @@
 
 use std::sync::{Arc, Mutex};
 
-use fencelock::{ClientOptions, LockOptions};
+use fencelock::{ClientOptions, Granted, LockOptions};
 use pyo3::prelude::*;
-use tokio::sync::{oneshot, OnceCell};
+use tokio::sync::OnceCell;
 
 use crate::convert::{self, Name};
 use crate::errors::{self, Reply};
-use crate::guard::ReleaseIfDropped;
-use crate::lease::{self, Delivery, Lease, LeaseCore};
+use crate::lease::{self, Grant, Lease, LeaseCore};
 use crate::logging;
+use crate::process_local::ProcessLocal;
 use crate::runtime;
 
 type Cell = Arc<OnceCell<fencelock::Client>>;
 
-/// An acquire under way: the lease, `None` for a try-once that found the
-/// lock held.
+/// An acquire under way: the driver's [`Granted`] lease (released by the
+/// driver if it is dropped unclaimed, as is the future itself), `None` for a
+/// try-once that found the lock held.
 type Acquiring = std::pin::Pin<
-    Box<
-        dyn std::future::Future<Output = Result<Option<fencelock::Lease>, fencelock::Error>> + Send,
-    >,
+    Box<dyn std::future::Future<Output = Result<Option<Granted>, fencelock::Error>> + Send>,
 >;
 
 /// The driver client of this process, made on first use.
@@ -35,8 +34,9 @@ struct Connector {
 
 #[derive(Debug)]
 struct State {
-    pid: u32,
-    cell: Cell,
+    /// In a forked child the parent's client (its connections belong to
+    /// the parent's runtime) is forgotten and a new one made on first use.
+    cell: ProcessLocal<Cell>,
     closed: bool,
 }
 
@@ -82,42 +82,30 @@ impl Connector {
             urls,
             options,
             state: Mutex::new(State {
-                pid: std::process::id(),
-                cell: Cell::default(),
+                cell: ProcessLocal::new(Cell::default()),
                 closed: false,
             }),
         })
     }
 
-    /// The connection cell for this process. In a forked child the parent's
-    /// client (its connections belong to the parent's runtime) is abandoned
-    /// and a new one is made on first use.
+    /// The connection cell for this process (see [`State::cell`]).
     fn cell(&self, py: Python<'_>, key: &[u8]) -> PyResult<Cell> {
         logging::refresh(py);
-        let pid = std::process::id();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.pid != pid {
-            let parents = std::mem::take(&mut state.cell);
-            std::mem::forget(parents);
-            state.pid = pid;
-        }
+        let cell = state.cell.renew(Cell::default).clone();
         if state.closed {
             let name = fencelock::LockName::new(key).map_err(errors::invalid)?;
             let closed = fencelock::Error::closed(&name, fencelock::Operation::Acquire);
             return Err(errors::to_py(py, closed));
         }
-        Ok(state.cell.clone())
+        Ok(cell)
     }
 
     fn close(&self, py: Python<'_>) -> Cell {
         logging::refresh(py);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.closed = true;
-        if state.pid != std::process::id() {
-            std::mem::forget(std::mem::take(&mut state.cell));
-            state.pid = std::process::id();
-        }
-        state.cell.clone()
+        state.cell.renew(Cell::default).clone()
     }
 
     /// A future that yields the connected driver client.
@@ -155,9 +143,9 @@ impl Connector {
             once: bool,
         ) -> Acquiring {
             if once {
-                Box::pin(client.try_acquire(key, options))
+                Box::pin(client.try_acquire(key, options).granted())
             } else {
-                let acquire = client.acquire(key, options);
+                let acquire = client.acquire(key, options).granted();
                 Box::pin(async move { acquire.await.map(Some) })
             }
         }
@@ -177,17 +165,6 @@ impl Connector {
             self.urls.len(),
             self.options.prefix
         )
-    }
-}
-
-impl Drop for Connector {
-    fn drop(&mut self) {
-        // In a forked child the parent's connections belong to a runtime
-        // whose threads do not exist here: never run their destructors.
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        if state.pid != std::process::id() {
-            std::mem::forget(std::mem::take(&mut state.cell));
-        }
     }
 }
 
@@ -307,13 +284,14 @@ impl Client {
         let acquiring =
             self.connector
                 .acquire(py, request.name.as_bytes().to_vec(), request.options, false)?;
-        let result = runtime::block_on(py, ReleaseIfDropped::new(acquiring))?;
-        let inner = result
+        // Ctrl-C drops the future: the driver releases whatever it won.
+        let result = runtime::block_on(py, acquiring)?;
+        let granted = result
             .map_err(|e| errors::to_py(py, e))?
             .expect("a waiting acquire yields a lease or an error");
         lease::new_lease(
             py,
-            LeaseCore::new(inner, request.name),
+            LeaseCore::new(granted.claim(), request.name),
             request.on_lost.as_ref(),
         )
     }
@@ -332,12 +310,12 @@ impl Client {
         let acquiring =
             self.connector
                 .acquire(py, request.name.as_bytes().to_vec(), request.options, true)?;
-        let result = runtime::block_on(py, ReleaseIfDropped::new(acquiring))?;
+        let result = runtime::block_on(py, acquiring)?;
         match result.map_err(|e| errors::to_py(py, e))? {
             None => Ok(None),
-            Some(inner) => lease::new_lease(
+            Some(granted) => lease::new_lease(
                 py,
-                LeaseCore::new(inner, request.name),
+                LeaseCore::new(granted.claim(), request.name),
                 request.on_lost.as_ref(),
             )
             .map(Some),
@@ -362,31 +340,17 @@ impl Client {
     }
 }
 
-/// Cancels one asyncio acquire (see `AsyncClient._acquire`).
-#[pyclass(module = "fencelock._native", frozen)]
-#[derive(Debug)]
-pub struct Canceller {
-    tx: Mutex<Option<oneshot::Sender<()>>>,
-}
-
-#[pymethods]
-impl Canceller {
-    fn __call__(&self) {
-        if let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = tx.send(());
-        }
-    }
-}
-
 impl AsyncClient {
+    /// An awaitable of a [`Grant`] (or `None`). Cancelling it drops the
+    /// acquire; a lease won meanwhile is dropped unclaimed with the result:
+    /// either way the driver leaves no lock behind.
     fn start<'py>(
         &self,
         py: Python<'py>,
         request: Request,
         once: bool,
-    ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
-        let (tx, mut cancelled) = oneshot::channel::<()>();
         let Request {
             name,
             options,
@@ -395,25 +359,12 @@ impl AsyncClient {
         let acquiring = self
             .connector
             .acquire(py, name.as_bytes().to_vec(), options, once)?;
-        let future = runtime::future_into_py(py, async move {
-            let acquire = ReleaseIfDropped::new(acquiring);
-            let result = tokio::select! {
-                biased;
-                result = acquire => result,
-                Ok(()) = &mut cancelled => Err(fencelock::Error::not_acquired(
-                    &fencelock_core::LockName::new(name.as_bytes()).expect("validated on entry"),
-                )),
-            };
+        runtime::future_into_py(py, async move {
+            let result = acquiring.await;
             Ok(Reply::new(result.map(|maybe| {
-                maybe.map(|inner| Delivery::new(inner, name, event_loop, on_lost))
+                maybe.map(|granted| Grant::new(granted, name, event_loop, on_lost))
             })))
-        })?;
-        Ok((
-            future,
-            Canceller {
-                tx: Mutex::new(Some(tx)),
-            },
-        ))
+        })
     }
 }
 
@@ -473,11 +424,9 @@ impl AsyncClient {
         })
     }
 
-    /// `(future, cancel)`: the future resolves to the lease; `cancel()` stops
-    /// the acquire (the driver then leaves nothing held). The Python wrapper
-    /// awaits the future through `asyncio.shield` and calls `cancel()` when
-    /// its task is cancelled, so a lease granted at that very moment is never
-    /// lost inside a cancelled future: it is released (`_abandon`).
+    /// An awaitable of a `Grant`, which the Python wrapper claims (`_claim()`
+    /// gives the `AsyncLease`) once its `await` returned: a lease that never
+    /// reaches the caller is released by the driver (see [`Grant`]).
     #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
     fn _acquire<'py>(
         &self,
@@ -487,7 +436,7 @@ impl AsyncClient {
         wait: Option<&Bound<'py, PyAny>>,
         auto_renew: bool,
         on_lost: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let request = request(name, ttl, wait, auto_renew, on_lost)?;
         self.start(py, request, false)
     }
@@ -500,7 +449,7 @@ impl AsyncClient {
         ttl: &Bound<'py, PyAny>,
         auto_renew: bool,
         on_lost: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyAny>, Canceller)> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let request = request(name, ttl, None, auto_renew, on_lost)?;
         self.start(py, request, true)
     }

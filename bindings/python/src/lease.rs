@@ -1,75 +1,66 @@
 //! `fencelock.Lease` (blocking methods) and `fencelock.AsyncLease`
-//! (awaitable methods) over one driver `fencelock::Lease`.
+//! (awaitable methods) over one driver `fencelock::Lease`; [`Grant`], an
+//! asyncio acquire's lease on its way to the awaiting task.
 
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
-use tokio::task::AbortHandle;
 
 use crate::convert::{self, Name};
 use crate::errors;
+use crate::process_local::ProcessLocal;
 use crate::runtime;
 
 /// What both lease classes hold.
 #[derive(Debug)]
 pub struct LeaseCore {
-    pub inner: Arc<fencelock::Lease>,
+    /// Leases belong to the process that acquired them: a forked child
+    /// neither uses nor drops the parent's (its getters still read it).
+    inner: ProcessLocal<Arc<fencelock::Lease>>,
     pub name: Name,
-    pid: u32,
-    /// `on_lost` watcher tasks, aborted when the lease is released or freed.
-    watchers: Mutex<Vec<AbortHandle>>,
 }
 
 impl LeaseCore {
     pub fn new(inner: fencelock::Lease, name: Name) -> Self {
         LeaseCore {
-            inner: Arc::new(inner),
+            inner: ProcessLocal::new(Arc::new(inner)),
             name,
-            pid: std::process::id(),
-            watchers: Mutex::new(Vec::new()),
         }
     }
 
-    fn same_process(&self) -> bool {
-        self.pid == std::process::id()
+    /// For the getters: plain reads, as valid in a forked child's copy.
+    pub fn lease(&self) -> &fencelock::Lease {
+        self.inner.inherited()
     }
 
-    /// Leases belong to the process that acquired them: after `os.fork()` the
-    /// child does not hold the parent's locks.
+    /// After `os.fork()` the child does not hold the parent's locks.
     fn check_process(&self) -> PyResult<Arc<fencelock::Lease>> {
-        if self.same_process() {
-            Ok(self.inner.clone())
-        } else {
-            Err(PyRuntimeError::new_err(
+        self.inner.get().cloned().ok_or_else(|| {
+            PyRuntimeError::new_err(
                 "this lease was acquired by another process (before os.fork()); \
                  a forked child must acquire its own",
-            ))
-        }
-    }
-
-    fn stop_watchers(&self) {
-        let watchers =
-            std::mem::take(&mut *self.watchers.lock().unwrap_or_else(|p| p.into_inner()));
-        for watcher in watchers {
-            watcher.abort();
-        }
+            )
+        })
     }
 
     fn repr(&self, py: Python<'_>, class: &str) -> PyResult<String> {
         let name = self.name.to_object(py).repr()?;
+        let lease = self.lease();
         Ok(format!(
             "<fencelock.{class} name={name} fence={} valid_for={:.3} lost={}>",
-            self.inner.fence(),
-            self.inner.valid_for().as_secs_f64(),
-            if self.inner.lost() { "True" } else { "False" },
+            lease.fence(),
+            lease.valid_for().as_secs_f64(),
+            if lease.lost() { "True" } else { "False" },
         ))
     }
 
-    /// Call `callback(lease)` once the lease is lost. `event_loop`: deliver
-    /// through `loop.call_soon_threadsafe` (asyncio leases) instead of
-    /// calling from a runtime thread.
+    /// Call `callback(lease)` once the lease is lost, through the driver's
+    /// one loss watcher (`fencelock::Lease::on_lost`: never after a release,
+    /// over once the lease is dropped). `event_loop`: deliver through
+    /// `loop.call_soon_threadsafe` (asyncio leases) instead of calling from
+    /// the runtime's blocking pool.
     fn watch(
         &self,
         lease: &Bound<'_, PyAny>,
@@ -82,49 +73,27 @@ impl LeaseCore {
         let inner = self.check_process()?;
         let weak = PyWeakrefReference::new(lease)?.unbind();
         let callback = callback.clone().unbind();
-        let task = runtime::handle().spawn(async move {
-            inner.lost_signal().await;
-            drop(inner);
-            // On a blocking-pool thread: waiting for the GIL, or a callback
-            // that blocks (even calls back into fencelock), never stalls
-            // the runtime's workers. Not once the interpreter is exiting.
-            let _ = tokio::task::spawn_blocking(move || {
-                crate::interpreter::with_python(move |py| {
-                    let Some(lease) = weak.bind(py).upgrade() else {
-                        return;
-                    };
-                    let outcome = match &event_loop {
-                        Some(event_loop) => event_loop
-                            .bind(py)
-                            .call_method1("call_soon_threadsafe", (callback.bind(py), &lease))
-                            .map(drop),
-                        None => callback.bind(py).call1((&lease,)).map(drop),
-                    };
-                    if let Err(err) = outcome {
-                        err.write_unraisable(py, Some(callback.bind(py)));
-                    }
-                })
-            })
-            .await;
+        // On a blocking-pool thread: waiting for the GIL, or a callback that
+        // blocks (even calls back into fencelock), never stalls the
+        // runtime's workers. Not once the interpreter is exiting.
+        inner.on_lost(move || {
+            crate::interpreter::with_python(move |py| {
+                let Some(lease) = weak.bind(py).upgrade() else {
+                    return;
+                };
+                let outcome = match &event_loop {
+                    Some(event_loop) => event_loop
+                        .bind(py)
+                        .call_method1("call_soon_threadsafe", (callback.bind(py), &lease))
+                        .map(drop),
+                    None => callback.bind(py).call1((&lease,)).map(drop),
+                };
+                if let Err(err) = outcome {
+                    err.write_unraisable(py, Some(callback.bind(py)));
+                }
+            });
         });
-        self.watchers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(task.abort_handle());
         Ok(())
-    }
-}
-
-impl Drop for LeaseCore {
-    fn drop(&mut self) {
-        if self.same_process() {
-            self.stop_watchers();
-        } else {
-            // The parent's runtime is gone in a forked child: touch nothing.
-            let inner = self.inner.clone();
-            std::mem::forget(inner);
-            std::mem::forget(std::mem::take(&mut self.watchers));
-        }
     }
 }
 
@@ -143,31 +112,31 @@ macro_rules! lease_methods {
             /// The token stored in Redis. Readable on purpose; never in `repr`.
             #[getter]
             fn token(&self) -> String {
-                self.core.inner.token().to_owned()
+                self.core.lease().token().to_owned()
             }
 
             /// The fencing token: strictly increasing per lock name.
             #[getter]
             fn fence(&self) -> u64 {
-                self.core.inner.fence()
+                self.core.lease().fence()
             }
 
             /// The lease's TTL in seconds.
             #[getter]
             fn ttl(&self) -> f64 {
-                self.core.inner.ttl().as_secs_f64()
+                self.core.lease().ttl().as_secs_f64()
             }
 
             /// Seconds left before the lease must be assumed lost.
             #[getter]
             fn valid_for(&self) -> f64 {
-                self.core.inner.valid_for().as_secs_f64()
+                self.core.lease().valid_for().as_secs_f64()
             }
 
             /// True once the lease is known to be lost.
             #[getter]
             fn lost(&self) -> bool {
-                self.core.inner.lost()
+                self.core.lease().lost()
             }
 
             $($methods)*
@@ -199,9 +168,6 @@ impl Lease {
         crate::logging::refresh(py);
         let lease = self.core.check_process()?;
         let result = runtime::block_on(py, async move { lease.release().await })?;
-        if result.is_ok() {
-            self.core.stop_watchers();
-        }
         result.map_err(|e| errors::to_py(py, e))
     }
 
@@ -241,30 +207,12 @@ impl AsyncLease {
         })
     }
 
-    fn release<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
+    fn release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         crate::logging::refresh(py);
-        let lease = slf.get().core.check_process()?;
-        let this = slf.clone().unbind();
+        let lease = self.core.check_process()?;
         runtime::future_into_py(py, async move {
-            let result = lease.release().await;
-            if result.is_ok() {
-                // Aborting is thread-safe; no GIL needed for a frozen class.
-                this.get().core.stop_watchers();
-            }
-            Ok(errors::Reply::new(result))
+            Ok(errors::Reply::new(lease.release().await))
         })
-    }
-
-    /// Release in the background, ignoring the outcome: for a lease that was
-    /// granted to an acquire whose task had been cancelled.
-    fn _abandon(&self) {
-        if let Ok(lease) = self.core.check_process() {
-            self.core.stop_watchers();
-            runtime::handle().spawn(async move {
-                let _ = lease.release().await;
-            });
-        }
     }
 
     /// Call `callback(lease)` in the event loop (`call_soon_threadsafe`) once
@@ -298,58 +246,53 @@ pub fn new_lease<'py>(
     Ok(lease)
 }
 
-/// An acquired lease on its way to an asyncio future. If the awaiting task
-/// was cancelled after the acquire had completed, the lease is never handed
-/// to Python: it is released here instead of being left to expire.
+/// A lease won by an asyncio acquire, on its way to the awaiting task: the
+/// driver's [`fencelock::Granted`] until `AsyncClient.acquire` takes it
+/// (`_claim`) after its `await` returned. If the task was cancelled first
+/// (the future cancelled as the grant came in, or the task cancelled after
+/// the result was set), nobody claims it and dropping it lets the driver
+/// release the lock: fencelock's one abandon path.
+#[pyclass(module = "fencelock._native", frozen)]
 #[derive(Debug)]
-pub struct Delivery {
-    core: Option<LeaseCore>,
-    event_loop: Option<Py<PyAny>>,
+pub struct Grant {
+    granted: Mutex<Option<ProcessLocal<fencelock::Granted>>>,
+    name: Name,
+    event_loop: Py<PyAny>,
     on_lost: Option<Py<PyAny>>,
 }
 
-impl Delivery {
+impl Grant {
     pub fn new(
-        inner: fencelock::Lease,
+        granted: fencelock::Granted,
         name: Name,
         event_loop: Py<PyAny>,
         on_lost: Option<Py<PyAny>>,
     ) -> Self {
-        Delivery {
-            core: Some(LeaseCore::new(inner, name)),
-            event_loop: Some(event_loop),
+        Grant {
+            granted: Mutex::new(Some(ProcessLocal::new(granted))),
+            name,
+            event_loop,
             on_lost,
         }
     }
 }
 
-impl Drop for Delivery {
-    fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            let lease = core.inner.clone();
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move {
-                    let _ = lease.release().await;
-                });
-            }
-        }
-    }
-}
-
-impl<'py> IntoPyObject<'py> for Delivery {
-    type Target = AsyncLease;
-    type Output = Bound<'py, AsyncLease>;
-    type Error = PyErr;
-
-    fn into_pyobject(mut self, py: Python<'py>) -> PyResult<Self::Output> {
-        let core = self.core.take().expect("a delivery is converted once");
-        let event_loop = self
-            .event_loop
+#[pymethods]
+impl Grant {
+    /// The caller has the lease now: the `AsyncLease`, with `on_lost`
+    /// registered before anyone can see it.
+    fn _claim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, AsyncLease>> {
+        let granted = self
+            .granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .take()
-            .expect("a delivery is converted once");
-        let on_lost = self.on_lost.take();
+            .and_then(ProcessLocal::into_inner)
+            .ok_or_else(|| PyRuntimeError::new_err("this lease was claimed already"))?;
+        let core = LeaseCore::new(granted.claim(), self.name.clone());
+        let event_loop = self.event_loop.clone_ref(py);
         let lease = Bound::new(py, AsyncLease { core, event_loop })?;
-        if let Some(callback) = on_lost {
+        if let Some(callback) = &self.on_lost {
             let event_loop = lease.get().event_loop.clone_ref(py);
             lease
                 .get()

@@ -7,10 +7,10 @@
 mod client;
 mod convert;
 mod errors;
-mod guard;
 mod interpreter;
 mod lease;
 mod logging;
+mod process_local;
 mod runtime;
 
 use pyo3::prelude::*;
@@ -28,9 +28,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::Client>()?;
     m.add_class::<client::AsyncClient>()?;
-    m.add_class::<client::Canceller>()?;
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::AsyncLease>()?;
+    m.add_class::<lease::Grant>()?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     logging::install(m.py());

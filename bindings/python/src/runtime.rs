@@ -28,23 +28,18 @@ use pyo3_async_runtimes::TaskLocals;
 use tokio::runtime::{Builder, Handle, Runtime};
 
 use crate::interpreter;
+use crate::process_local::ProcessLocal;
 
-static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+static RUNTIME: Mutex<Option<ProcessLocal<Arc<Runtime>>>> = Mutex::new(None);
 
 /// The runtime of this process, built on first use (and again after a fork).
 /// Call only while attached to Python (see the module docs).
 pub fn runtime() -> Arc<Runtime> {
-    let pid = std::process::id();
     let mut slot = RUNTIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((owner, runtime)) = slot.as_ref() {
-        if *owner == pid {
-            return runtime.clone();
-        }
-    }
-    if let Some(parents) = slot.take() {
-        std::mem::forget(parents);
+    if let Some(runtime) = slot.as_ref().and_then(ProcessLocal::get) {
+        return runtime.clone();
     }
     let runtime = Arc::new(
         Builder::new_multi_thread()
@@ -53,7 +48,8 @@ pub fn runtime() -> Arc<Runtime> {
             .build()
             .expect("fencelock: cannot start the tokio runtime"),
     );
-    *slot = Some((pid, runtime.clone()));
+    // Replacing a parent's runtime forgets it (ProcessLocal's drop).
+    *slot = Some(ProcessLocal::new(runtime.clone()));
     runtime
 }
 
@@ -67,12 +63,13 @@ pub fn handle() -> Handle {
 /// runtime at once (the next call builds a new one).
 #[pyfunction]
 pub fn _after_fork_in_child() {
-    let mut slot = RUNTIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(parents) = slot.take() {
-        std::mem::forget(parents);
-    }
+    // Dropped in the child: forgotten, never torn down.
+    drop(
+        RUNTIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take(),
+    );
 }
 
 /// How long a blocking call sleeps between checks for Ctrl-C.

@@ -19,13 +19,16 @@ test('README WebAssembly quick start runs with the app\'s ioredis client', async
   const section = rest.slice(0, rest.slice(3).search(/\n## /) + 3)
   const js = /```js\n([\s\S]*?)```/.exec(section)?.[1]
   assert.ok(js, 'no ```js block in the WebAssembly section')
-  // Inside the package, so require('fencelock/wasm') and 'ioredis' resolve here.
-  const dir = path.join(pkg, 'test', '.readme-tmp')
+  // Inside the package, so require('fencelock/wasm') and 'ioredis' resolve
+  // here; ci/test-dist.sh sets FENCELOCK_README_DIR to an app that installed
+  // the packed tarballs (and ioredis), to run it against those instead.
+  const installed = process.env.FENCELOCK_README_DIR
+  const dir = installed ?? path.join(pkg, 'test', '.readme-tmp')
   fs.mkdirSync(dir, { recursive: true })
   const file = path.join(dir, 'wasm-quickstart.cjs')
   fs.writeFileSync(file, js)
   const run = spawnSync(process.execPath, [file], {
-    cwd: pkg,
+    cwd: installed ?? pkg,
     env: { ...process.env, REDIS_URL: await redisUrl(), FENCELOCK_FORCE_WASM: '1' },
     encoding: 'utf8',
     timeout: 20_000,
