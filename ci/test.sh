@@ -29,19 +29,23 @@ bash ci/redis.sh start
 set -a; . "$FENCELOCK_REDIS_RUN_DIR/env"; set +a
 
 summary=()
-failed=0
+failed=()
+# Each suite's output is kept, so a failure's own explanation can be repeated
+# after the summary: CI shows only the tail of a run.
+logs=$PWD/.build/test-logs
+rm -rf "$logs"; mkdir -p "$logs"
 suite() {  # suite NAME COMMAND...: run it, record status and duration
-  local name=$1 start rc=0
+  local name=$1 start rc
   shift
   echo; echo "===== $name: $*"
   start=$(date +%s)
-  "$@" || rc=$?
+  if "$@" 2>&1 | tee "$logs/$name.log"; then rc=0; else rc=${PIPESTATUS[0]}; fi
   local took=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then
     summary+=("$(printf '%-8s ok     %4ds' "$name" "$took")")
   else
     summary+=("$(printf '%-8s FAILED %4ds (exit %d)' "$name" "$took" "$rc")")
-    failed=1
+    failed+=("$name")
   fi
 }
 
@@ -69,5 +73,11 @@ suite lint bash ci/lint.sh
 echo; echo "===== summary"
 printf '%s\n' "${summary[@]}"
 echo "total $(( $(date +%s) - t0 ))s"
-[ $failed -eq 0 ] && echo "ALL PASSED" || echo "SOME SUITES FAILED"
-exit $failed
+[ ${#failed[@]} -eq 0 ] && echo "ALL PASSED" && exit 0
+# Last, so that even a short tail of the run shows why.
+for name in "${failed[@]}"; do
+  echo "===== $name failed; the end of $logs/$name.log:"
+  tail -n 12 "$logs/$name.log"
+done
+echo "SOME SUITES FAILED: ${failed[*]}"
+exit 1
