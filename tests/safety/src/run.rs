@@ -139,12 +139,15 @@ pub fn scenarios() -> Vec<Spec> {
           "3+3 Redis Cluster, replicas=1: the replica of the lock's shard is SIGSTOPped 300 ms, its primary SIGKILLed, the replica takes over the slot") },
         s("cluster-reshard", Topo::Cluster, Fault::ClusterReshard, true, true, 1000,
           "3+3 Redis Cluster: the lock's slot is moved to another primary (IMPORTING/MIGRATING, MIGRATE, SETSLOT) every 0.5-1.5 s while workers run"),
-        Spec { control: true, time_share: 0.5, work_ms: 5,
+        // The controls pause the holder they find in Redis; it writes stale
+        // only if that lands before its write, so their sections are long
+        // (with 2-5 ms ones a loaded run could miss every time).
+        Spec { control: true, time_share: 0.5, work_ms: 100,
           ..s("control-pause", Topo::Single, Fault::PauseHolder, true, true, 500,
-          "pause-holder with the resource's fence check DISABLED: must report (a)") },
-        Spec { control: true, time_share: 0.5,
+          "pause-holder with the resource's fence check DISABLED, 100 ms critical sections: must report (a)") },
+        Spec { control: true, time_share: 0.5, work_ms: 200,
           ..s("control-failover", Topo::Failover, Fault::Failover, false, false, 1000,
-          "failover with the resource's fence check DISABLED, the dead primary's holder paused past the TTL: must report (a)") },
+          "failover with the resource's fence check DISABLED, the dead primary's holder paused past the TTL in its 200 ms critical section: must report (a)") },
     ]
 }
 
