@@ -11,6 +11,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${FENCELOCK_PY_VENV:-$root/.build/venv}"
 python="${PYTHON:-python3}"
 
+# The acquire keyword lists in _native.pyi, __init__.py and the PyO3
+# signatures are generated from one table: stale copies fail here, first.
+"$python" "$root/python/tools/gen_stubs.py" --check
+
 if [ ! -x "$venv/bin/python" ]; then
     echo "test-python: creating $venv"
     "$python" -m venv "$venv"

@@ -192,6 +192,13 @@ class Actor {
   #name
   #token
   #caller // { resolve, reject, tryOnce } until the acquire is answered
+  // Who may still ask something of this lock, as the Rust driver's Phase:
+  // 'acquiring' (the caller waits), 'serving' (the caller holds the lease),
+  // 'finishing' (nobody will ask more: the acquire failed or was cancelled,
+  // the lease was won after the caller left, or dropped unreleased),
+  // 'closing' (the client closes). What the lock itself has left to do is
+  // the core's `progress`; the two decide when the actor stops.
+  #phase = 'acquiring'
   #lock = null
   #turn = null
   #subscription = null
@@ -200,10 +207,6 @@ class Actor {
   #inflight = 0
   #requests = [] // lease requests waiting for the one in progress
   #pending = null // { kind, resolve, reject }
-  #delivered = false // the caller got a lease (the actor keeps no reference to it)
-  #abandoned = false // acquired after the caller left: release, then stop
-  #closing = false
-  #over = false // released: nothing is valid any more
   #lostWatchers = []
   #abandon = []
   #cancelHandle = undefined // the caller's, if it passed a signal
@@ -264,13 +267,13 @@ class Actor {
 
   /** The caller's Lease was garbage-collected unreleased: stop renewing, let the key expire. */
   leaseDropped() {
-    if (this.#over || this.#closing) return
-    this.#closing = true
+    if (this.#phase !== 'serving' || this.#lock.progress === 'finished') return
+    this.#phase = 'finishing'
     this.#pump()
   }
 
   close() {
-    this.#closing = true
+    this.#phase = 'closing'
     if (this.#caller !== null) {
       this.#answer(null, this.#spec.closedMessage())
       if (this.#lock === null) {
@@ -287,6 +290,7 @@ class Actor {
     const caller = this.#caller
     if (caller === null) return false
     this.#caller = null
+    if (this.#phase === 'acquiring') this.#phase = lease !== null ? 'serving' : 'finishing'
     if (lease !== null) caller.resolve(lease)
     else if (caller.tryOnce && /^NOT_ACQUIRED[:(]/.test(message ?? '')) caller.resolve(null)
     else caller.reject(error ?? new Error(message))
@@ -313,12 +317,26 @@ class Actor {
       }
       if (!progressed) break
     }
-    this.#arm()
-    if (this.#inflight === 0 && this.#caller === null) {
-      const state = lock.state
-      const stopped = state === 'done' || (this.#closing && state === 'held' && this.#pending === null)
-      if (stopped && (!this.#delivered || this.#abandoned || this.#closing || this.#over)) this.#finish()
-    }
+    const progress = lock.progress
+    this.#arm(progress)
+    if (this.#inflight === 0 && this.#mayStop(progress)) this.#finish()
+  }
+
+  /**
+   * Nobody will ask anything more of a lock that is only held (no caller's
+   * extend or release under way): it is left to expire by its TTL, unrenewed.
+   */
+  #letExpire(progress) {
+    return progress === 'holding' && (this.#phase === 'finishing' || this.#phase === 'closing')
+  }
+
+  /**
+   * Whether the actor may stop, once no reply is in flight: the Rust driver's
+   * Phase::may_stop, except that a served lease stops once the core has
+   * finished (a later release or extend is answered at once, with no command).
+   */
+  #mayStop(progress) {
+    return progress === 'finished' ? this.#phase !== 'acquiring' : this.#letExpire(progress)
   }
 
   #send(command) {
@@ -334,8 +352,8 @@ class Actor {
     })
   }
 
-  #arm() {
-    const at = this.#closing && this.#lock.state === 'held' ? undefined : this.#lock.pollTimeout()
+  #arm(progress) {
+    const at = this.#letExpire(progress) ? undefined : this.#lock.pollTimeout()
     if (at === this.#armed) return
     clearTimeout(this.#timer)
     this.#armed = at
@@ -378,11 +396,9 @@ class Actor {
         this.#subscription?.close()
         this.#subscription = null
         const lease = new LeaseHandle(this, this.#name, this.#token, this.#spec.ttl, event.fence)
-        this.#delivered = this.#answer(lease)
-        if (this.#delivered) dropped.register(lease, this)
+        if (this.#answer(lease)) dropped.register(lease, this)
         else {
           // The caller gave up just as we won: do not leave it held.
-          this.#abandoned = true
           lock.release(now())
         }
         break
@@ -401,7 +417,6 @@ class Actor {
         this.#settle('extend', event.error)
         break
       case 'released':
-        this.#over = true
         this.#turn?.release()
         this.#turn = null
         this.#subscription?.close()
@@ -449,11 +464,9 @@ class Actor {
   get lock() {
     return this.#lock
   }
-  get over() {
-    return this.#over
-  }
   watchLost(fn) {
-    if (!this.#over) this.#lostWatchers.push(fn)
+    // Once released (the core finished), the lease can no longer be lost.
+    if (this.#lock.progress !== 'finished') this.#lostWatchers.push(fn)
   }
   /** The caller takes the lease, unless it cancelled after the grant: then release it instead. */
   claim() {
@@ -494,7 +507,7 @@ class LeaseHandle {
     return this.#ttl
   }
   get validFor() {
-    return this.#actor.over ? 0 : this.#actor.lock.validFor(now())
+    return this.#actor.lock.validFor(now()) // 0 once lost or released
   }
   get lost() {
     return this.#actor.lock.lost

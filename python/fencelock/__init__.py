@@ -16,7 +16,7 @@ import atexit
 import logging
 import os
 from types import TracebackType
-from typing import Callable, Optional, Type, Union
+from typing import Awaitable, Callable, Optional, Type, Union
 
 from . import _native
 from ._native import AsyncLease, Lease
@@ -68,15 +68,26 @@ class Client(_native.Client):
         name: Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
     ) -> Lock:
         """A context manager: acquires on enter, releases on exit.
 
         On exit, ``LockLost`` is raised only if the body did not raise.
         """
-        return Lock(self, name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+        return Lock(
+            self,
+            name,
+            ttl,
+            # <gen_stubs forward>
+            wait=wait,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            # </gen_stubs>
+        )
 
     def __enter__(self) -> Client:
         return self
@@ -99,13 +110,23 @@ class AsyncClient(_native.AsyncClient):
         name: Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
     ) -> AsyncLease:
         """Acquire ``name``, waiting as ``wait`` allows (``None``: until
         acquired); ``NotAcquired`` when the wait runs out."""
-        grant = await self._acquire(name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+        grant = await self._acquire(
+            name,
+            ttl,
+            # <gen_stubs forward>
+            wait=wait,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            # </gen_stubs>
+        )
         # Taken here, with no await in between: a lease that never got this
         # far (the task was cancelled) is released by the driver.
         return grant._claim()
@@ -115,11 +136,20 @@ class AsyncClient(_native.AsyncClient):
         name: Name,
         ttl: float,
         *,
+        # <gen_stubs params try lease=AsyncLease>
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
     ) -> Optional[AsyncLease]:
         """One attempt: the lease, or ``None`` if someone else holds the lock."""
-        grant = await self._try_acquire(name, ttl, auto_renew=auto_renew, on_lost=on_lost)
+        grant = await self._try_acquire(
+            name,
+            ttl,
+            # <gen_stubs forward try>
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            # </gen_stubs>
+        )
         return None if grant is None else grant._claim()
 
     def lock(
@@ -127,15 +157,26 @@ class AsyncClient(_native.AsyncClient):
         name: Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
     ) -> AsyncLock:
         """An async context manager: acquires on enter, releases on exit.
 
         On exit, ``LockLost`` is raised only if the body did not raise.
         """
-        return AsyncLock(self, name, ttl, wait=wait, auto_renew=auto_renew, on_lost=on_lost)
+        return AsyncLock(
+            self,
+            name,
+            ttl,
+            # <gen_stubs forward>
+            wait=wait,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            # </gen_stubs>
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -160,7 +201,7 @@ def _release_failed(lease: object, error: LockError, body_raised: bool) -> None:
 class Lock:
     """``with client.lock(name, ttl=...) as lease:`` (see :meth:`Client.lock`)."""
 
-    __slots__ = ("_client", "_name", "_ttl", "_wait", "_auto_renew", "_on_lost", "_lease")
+    __slots__ = ("_acquire", "_lease")
 
     def __init__(
         self,
@@ -168,28 +209,28 @@ class Lock:
         name: Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
     ) -> None:
-        self._client = client
-        self._name = name
-        self._ttl = ttl
-        self._wait = wait
-        self._auto_renew = auto_renew
-        self._on_lost = on_lost
+        # The acquire this context makes on enter (each enter makes it again).
+        self._acquire: Callable[[], Lease] = lambda: client.acquire(
+            name,
+            ttl,
+            # <gen_stubs forward>
+            wait=wait,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            # </gen_stubs>
+        )
         self._lease: Optional[Lease] = None
 
     def __enter__(self) -> Lease:
         if self._lease is not None:
             raise RuntimeError("this lock context is already entered")
-        self._lease = self._client.acquire(
-            self._name,
-            self._ttl,
-            wait=self._wait,
-            auto_renew=self._auto_renew,
-            on_lost=self._on_lost,
-        )
+        self._lease = self._acquire()
         return self._lease
 
     def __exit__(
@@ -211,7 +252,7 @@ class AsyncLock:
     """``async with aclient.lock(name, ttl=...) as lease:`` (see
     :meth:`AsyncClient.lock`)."""
 
-    __slots__ = ("_client", "_name", "_ttl", "_wait", "_auto_renew", "_on_lost", "_lease")
+    __slots__ = ("_acquire", "_lease")
 
     def __init__(
         self,
@@ -219,28 +260,28 @@ class AsyncLock:
         name: Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
     ) -> None:
-        self._client = client
-        self._name = name
-        self._ttl = ttl
-        self._wait = wait
-        self._auto_renew = auto_renew
-        self._on_lost = on_lost
+        # The acquire this context awaits on enter (each enter makes it again).
+        self._acquire: Callable[[], Awaitable[AsyncLease]] = lambda: client.acquire(
+            name,
+            ttl,
+            # <gen_stubs forward>
+            wait=wait,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            # </gen_stubs>
+        )
         self._lease: Optional[AsyncLease] = None
 
     async def __aenter__(self) -> AsyncLease:
         if self._lease is not None:
             raise RuntimeError("this lock context is already entered")
-        self._lease = await self._client.acquire(
-            self._name,
-            self._ttl,
-            wait=self._wait,
-            auto_renew=self._auto_renew,
-            on_lost=self._on_lost,
-        )
+        self._lease = await self._acquire()
         return self._lease
 
     async def __aexit__(

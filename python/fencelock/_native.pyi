@@ -2,6 +2,9 @@
 
 Use the re-exports in ``fencelock``; ``Client``/``AsyncClient`` there add
 ``lock()`` and the context-manager protocol.
+
+The ``<gen_stubs ...>`` regions are written by ``python/tools/gen_stubs.py``
+from its ``ACQUIRE`` table (checked by ``ci/test-python.sh``): edit the table.
 """
 
 import asyncio
@@ -96,17 +99,21 @@ class Client:
         name: _Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
     ) -> Lease: ...
     def try_acquire(
         self,
         name: _Name,
         ttl: float,
         *,
+        # <gen_stubs params try lease=Lease>
         auto_renew: bool = False,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
     ) -> Optional[Lease]: ...
     def close(self) -> None:
         """Leases still held expire by their TTL; later acquires, and
@@ -135,17 +142,21 @@ class AsyncClient:
         name: _Name,
         ttl: float,
         *,
+        # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
     ) -> asyncio.Future[Grant]: ...
     def _try_acquire(
         self,
         name: _Name,
         ttl: float,
         *,
+        # <gen_stubs params try lease=AsyncLease>
         auto_renew: bool = False,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...
     def close(self) -> asyncio.Future[None]:
         """As ``Client.close``; pending acquires fail with ``ClientClosed``."""

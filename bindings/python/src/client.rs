@@ -269,7 +269,9 @@ impl Client {
     }
 
     /// Acquire `name`, waiting as `wait` allows (`None`: until acquired).
+    // <gen_stubs signature>
     #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
+    // </gen_stubs>
     #[allow(clippy::too_many_arguments)]
     fn acquire<'py>(
         &self,
@@ -297,7 +299,9 @@ impl Client {
     }
 
     /// One attempt: the lease, or `None` if someone else holds the lock.
+    // <gen_stubs signature try>
     #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
+    // </gen_stubs>
     fn try_acquire<'py>(
         &self,
         py: Python<'py>,
@@ -427,7 +431,9 @@ impl AsyncClient {
     /// An awaitable of a `Grant`, which the Python wrapper claims (`_claim()`
     /// gives the `AsyncLease`) once its `await` returned: a lease that never
     /// reaches the caller is released by the driver (see [`Grant`]).
+    // <gen_stubs signature>
     #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
+    // </gen_stubs>
     fn _acquire<'py>(
         &self,
         py: Python<'py>,
@@ -441,7 +447,9 @@ impl AsyncClient {
         self.start(py, request, false)
     }
 
+    // <gen_stubs signature try>
     #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
+    // </gen_stubs>
     fn _try_acquire<'py>(
         &self,
         py: Python<'py>,

@@ -21,8 +21,8 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Operation, Reply,
-    RetryPolicy, Script, State, Token, Ttl, Wait,
+    Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Operation, Progress,
+    Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -459,6 +459,19 @@ impl WasmLock {
             State::Held => "held",
             State::Releasing => "releasing",
             State::Done => "done",
+        }
+        .to_owned()
+    }
+
+    /// What the run loop has left to do, read after draining (the core's
+    /// `Lock::progress`): `underway` (keep pumping), `holding` (held, nobody
+    /// waits: renew, or stop and let it expire) or `finished` (may stop).
+    #[wasm_bindgen(getter)]
+    pub fn progress(&self) -> String {
+        match self.lock.progress() {
+            Progress::Underway => "underway",
+            Progress::Holding => "holding",
+            Progress::Finished => "finished",
         }
         .to_owned()
     }

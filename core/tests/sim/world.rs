@@ -861,21 +861,16 @@ impl Sim {
             .flat_map(|l| self.windows(l).into_iter().map(move |(s, e)| (s, e, l)))
             .collect();
         all.sort();
-        let mut latest: Option<(Micros, Micros, usize)> = None;
-        for w in all {
-            if let Some(prev) = latest {
-                if prev.2 != w.2 && w.0 < prev.1 {
-                    return Err(format!(
-                        "overlap: L{} believed [{}, {}) and L{} believed [{}, {}) (µs, global)",
-                        prev.2, prev.0, prev.1, w.2, w.0, w.1
-                    ));
-                }
+        match fencelock_testkit::exclusion::overlaps(&mut all).first() {
+            Some(&(p, w)) => {
+                let (prev, w) = (all[p], all[w]);
+                Err(format!(
+                    "overlap: L{} believed [{}, {}) and L{} believed [{}, {}) (µs, global)",
+                    prev.2, prev.0, prev.1, w.2, w.0, w.1
+                ))
             }
-            if latest.is_none_or(|p| w.1 > p.1) {
-                latest = Some(w);
-            }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Leases that held the lock for a non-empty window, in the order their

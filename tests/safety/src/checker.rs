@@ -22,6 +22,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use fencelock_testkit::exclusion::overlaps;
+
 use crate::history::Record;
 use crate::resource::Write;
 
@@ -176,34 +178,27 @@ pub fn check(
         }
     }
 
-    // (b) sweep over believed-valid intervals.
-    let mut intervals: Vec<(u64, u64, &str, &Lease)> = leases
+    // (b) no two believed-valid intervals overlap (the shared sweep).
+    let mut windows: Vec<(u64, u64, &str)> = leases
         .iter()
         .filter_map(|(h, l)| {
             let end = l
                 .release_start
                 .map_or(l.believed_end, |r| r.min(l.believed_end));
-            (end > l.start).then_some((l.start, end, h.as_str(), l))
+            (end > l.start).then_some((l.start, end, h.as_str()))
         })
         .collect();
-    intervals.sort_by_key(|i| i.0);
-    let mut open: Option<(u64, &str, &Lease)> = None;
-    for &(start, end, hash, l) in &intervals {
-        if let Some((oend, ohash, ol)) = open {
-            if start < oend && ohash != hash {
-                v.b.push(format!(
-                    "{} (fence {}) believed valid until +{:.1} ms while {} (fence {}) acquired",
-                    ol.worker,
-                    ol.fence,
-                    (oend - start) as f64 / 1e6,
-                    l.worker,
-                    l.fence
-                ));
-            }
-        }
-        if open.is_none_or(|(oend, _, _)| end > oend) {
-            open = Some((end, hash, l));
-        }
+    for (o, i) in overlaps(&mut windows) {
+        let ((start, _, hash), (_, oend, ohash)) = (windows[i], windows[o]);
+        let (l, ol) = (&leases[hash], &leases[ohash]);
+        v.b.push(format!(
+            "{} (fence {}) believed valid until +{:.1} ms while {} (fence {}) acquired",
+            ol.worker,
+            ol.fence,
+            (oend - start) as f64 / 1e6,
+            l.worker,
+            l.fence
+        ));
     }
 
     // (e) fence order: granted (acquired record) before another acquire

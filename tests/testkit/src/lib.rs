@@ -1,8 +1,10 @@
 //! Test support shared by the Rust suites (driver tests, conformance, the
-//! safety checker): ports from the harness's allocator, private
-//! redis-servers on them, a raw RESP client and MONITOR capture. Standard
-//! library only.
+//! safety checker, the core's simulator): ports from the harness's
+//! allocator, private redis-servers on them, a raw RESP client, MONITOR
+//! capture and the mutual-exclusion rule both checkers apply. Standard
+//! library only (the core's tests may use it: no IO crates).
 
+pub mod exclusion;
 mod harness;
 mod monitor;
 mod ports;
