@@ -117,15 +117,15 @@ fn string_field(object: &Object<'_>, what: &str, key: &str) -> Result<Option<Str
 }
 
 fn wait_arg(value: NumberArg<'_>) -> Result<Wait> {
-    match value {
-        None => Wait::from_millis_f64(None).map_err(lock_error),
-        Some(Either::A(ms)) => Wait::from_millis_f64(Some(ms)).map_err(lock_error),
-        Some(Either::B(other)) => Err(type_error(
-            "wait",
-            "a number of milliseconds or undefined",
-            &other,
-        )),
-    }
+    let ms = match value {
+        None => None,
+        Some(Either::A(ms)) => Some(ms),
+        Some(Either::B(other)) => {
+            let expected = "a number of milliseconds or undefined";
+            return Err(type_error("wait", expected, &other));
+        }
+    };
+    Wait::from_millis_f64(ms).map_err(lock_error)
 }
 
 fn bool_arg(what: &str, value: Option<Either<bool, Unknown<'_>>>) -> Result<bool> {
@@ -175,15 +175,11 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
         ));
     };
     known_keys("options", &object, LOCK_OPTIONS)?;
-    let ttl = object.get::<NumberArg>("ttl")?.flatten();
-    let ttl = match ttl {
-        None => {
-            return Err(tagged(
-                "INVALID_TYPE",
-                "options.ttl is required (a number of milliseconds)",
-            ))
-        }
-        some => ttl_arg("options.ttl", some)?.expect("present"),
+    let Some(ttl) = ttl_arg("options.ttl", object.get::<NumberArg>("ttl")?.flatten())? else {
+        return Err(tagged(
+            "INVALID_TYPE",
+            "options.ttl is required (a number of milliseconds)",
+        ));
     };
     let wait = wait_arg(object.get::<NumberArg>("wait")?.flatten())?;
     let auto_renew = bool_arg(
