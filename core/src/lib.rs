@@ -83,4 +83,4 @@ pub use name::{LockName, MAX_NAME_BYTES};
 pub use replicas::WaitReplicas;
 pub use scripts::Script;
 pub use time::Instant;
-pub use ttl::{FenceGrace, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};
+pub use ttl::{FenceGrace, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};

@@ -1,5 +1,6 @@
-//! TTL and wait arguments: every front end converts its native number here, so
-//! rounding and rejection are identical in Rust, Python and Node.
+//! TTL, wait and timeout arguments: every front end converts its native
+//! number here, once, so rounding and rejection are identical in Rust,
+//! Python and Node, and the driver takes the typed value as it is.
 
 use std::time::Duration;
 
@@ -172,6 +173,58 @@ impl Wait {
     }
 }
 
+/// A connect or response timeout: positive and finite. The one owner of
+/// that rule: the driver's options, Python's seconds and Node's
+/// milliseconds all become a `Timeout` through one constructor each.
+/// `what` names the option in the message (`connect_timeout`,
+/// `options.responseTimeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timeout(Duration);
+
+impl Default for Timeout {
+    fn default() -> Self {
+        Timeout::DEFAULT
+    }
+}
+
+impl Timeout {
+    /// 2 s: the default connect and response timeout.
+    pub const DEFAULT: Timeout = Timeout(Duration::from_secs(2));
+
+    pub fn from_duration(what: &str, timeout: Duration) -> Result<Self, Error> {
+        if timeout.is_zero() {
+            return Err(Error::invalid(format!("{what} must be positive")));
+        }
+        Ok(Timeout(timeout))
+    }
+
+    /// Python's unit: seconds as a float.
+    pub fn from_secs_f64(what: &str, secs: f64) -> Result<Self, Error> {
+        match Duration::try_from_secs_f64(secs) {
+            Ok(timeout) if !timeout.is_zero() => Ok(Timeout(timeout)),
+            _ => Err(Error::invalid(format!(
+                "{what} must be a positive, finite number of seconds"
+            ))),
+        }
+    }
+
+    /// Node's unit: milliseconds as a float.
+    pub fn from_millis_f64(what: &str, ms: f64) -> Result<Self, Error> {
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(Error::invalid(format!(
+                "{what} must be a positive, finite number of milliseconds"
+            )));
+        }
+        let timeout = Duration::try_from_secs_f64(ms / 1000.0)
+            .map_err(|_| Error::invalid(format!("{what} is too large")))?;
+        Self::from_duration(what, timeout)
+    }
+
+    pub const fn as_duration(self) -> Duration {
+        self.0
+    }
+}
+
 fn finite_non_negative(what: &str, value: f64) -> Result<f64, Error> {
     if value.is_nan() {
         return Err(Error::invalid(format!("{what} must be a number, not NaN")));
@@ -248,6 +301,24 @@ mod tests {
         );
         for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
             assert!(FenceGrace::from_millis_f64(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timeout_is_positive_and_finite_in_every_unit() {
+        assert_eq!(
+            Timeout::from_secs_f64("t", 0.5).unwrap().as_duration(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            Timeout::from_millis_f64("t", 1.5).unwrap().as_duration(),
+            Duration::from_micros(1500)
+        );
+        assert_eq!(Timeout::DEFAULT.as_duration(), Duration::from_secs(2));
+        assert!(Timeout::from_duration("t", Duration::ZERO).is_err());
+        for bad in [0.0, -1.0, 1e-12, f64::NAN, f64::INFINITY, 1e300] {
+            assert!(Timeout::from_secs_f64("t", bad).is_err(), "{bad}");
+            assert!(Timeout::from_millis_f64("t", bad).is_err(), "{bad}");
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, KeySpace, LockConfig, LockName, Operation, RetryPolicy, Token, Ttl, Wait,
+    Error, FenceGrace, KeySpace, LockConfig, LockName, Operation, RetryPolicy, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -18,8 +18,7 @@ use crate::driver::{self, Job};
 use crate::lease::{Granted, Lease};
 use crate::notify::Notifier;
 use crate::queue::{NameQueues, Place};
-use crate::tls::Tls;
-use crate::{ClientOptions, IntoUrls, LockOptions};
+use crate::{ClientConfig, ClientOptions, IntoUrls, LockOptions};
 
 /// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
 /// clones and all leases share one multiplexed connection (plus one pub/sub
@@ -74,17 +73,13 @@ impl Client {
         urls: impl IntoUrls,
         options: ClientOptions,
     ) -> Result<Client, Error> {
-        let keyspace = KeySpace::new(options.prefix.as_bytes())?;
-        let fence_grace = FenceGrace::from_duration(options.fence_grace)?;
-        if options.connect_timeout.is_zero() || options.response_timeout.is_zero() {
-            return Err(Error::invalid(
-                "connect_timeout and response_timeout must be positive",
-            ));
-        }
-        let urls = urls.into_urls();
-        let tls = Tls::load(&options, &urls)?;
-        let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
-        let parsed = crate::url::parse_all(&urls)?;
+        Self::connect_config(ClientConfig::new(urls, options)?).await
+    }
+
+    /// [`Client::connect_with`] for a [`ClientConfig`] checked earlier:
+    /// nothing is validated again.
+    pub async fn connect_config(config: ClientConfig) -> Result<Client, Error> {
+        let (parsed, tls) = (&config.urls, &config.tls);
         tls.warn_if_unverified();
         if parsed.iter().any(|u| u.tls) {
             ensure_crypto_provider();
@@ -93,32 +88,25 @@ impl Client {
             .map_err(|_| Error::invalid("Client::connect must be called inside a tokio runtime"))?;
         // Make sure the clock's epoch predates every lock.
         let _ = crate::clock::epoch();
-        if options.topology != crate::Topology::Standalone {
+        if config.topology != crate::Topology::Standalone {
             let (node, notifier) =
-                crate::deployment::connect(&parsed, &options, &tls, &handle).await?;
+                crate::deployment::connect(parsed, &config, tls, &handle).await?;
             let labels = vec![node.label().to_owned()];
             return Ok(Self::assemble(
                 vec![node],
                 notifier,
-                keyspace,
-                fence_grace,
                 handle,
                 labels,
-                &options,
+                &config,
             ));
         }
 
         let clients = parsed
             .iter()
-            .map(|url| crate::connection::open(url, false, &tls))
+            .map(|url| crate::connection::open(url, false, tls))
             .collect::<Result<Vec<_>, _>>()?;
         let attempts = parsed.iter().zip(clients).map(|(url, client)| {
-            Node::connect(
-                url,
-                client,
-                options.connect_timeout,
-                options.response_timeout,
-            )
+            Node::connect(url, client, config.connect_timeout, config.response_timeout)
         });
         let results = futures_util::future::join_all(attempts).await;
         let total = results.len();
@@ -151,32 +139,22 @@ impl Client {
             });
         }
         let notifier = Arc::new(Notifier::new(
-            &parsed,
-            options.connect_timeout,
-            options.response_timeout,
-            &tls,
+            parsed,
+            config.connect_timeout,
+            config.response_timeout,
+            tls,
             &handle,
         )?);
         let labels: Vec<String> = parsed.iter().map(|u| u.redacted.clone()).collect();
-        Ok(Self::assemble(
-            nodes,
-            notifier,
-            keyspace,
-            fence_grace,
-            handle,
-            labels,
-            &options,
-        ))
+        Ok(Self::assemble(nodes, notifier, handle, labels, &config))
     }
 
     fn assemble(
         nodes: Vec<Node>,
         notifier: Arc<Notifier>,
-        keyspace: KeySpace,
-        fence_grace: FenceGrace,
         handle: tokio::runtime::Handle,
         labels: Vec<String>,
-        options: &ClientOptions,
+        config: &ClientConfig,
     ) -> Client {
         tracing::debug!(nodes = ?labels, "fencelock client connected");
         Client {
@@ -185,12 +163,12 @@ impl Client {
                     nodes,
                     notifier,
                     closed: watch::Sender::new(false),
-                    replicas: (options.replicas, options.response_timeout / 2),
+                    replicas: (config.replicas, config.response_timeout / 2),
                     not_published_logged: AtomicBool::new(false),
                     actors: tokio_util::task::TaskTracker::new(),
                 }))),
-                keyspace,
-                fence_grace,
+                keyspace: config.keyspace.clone(),
+                fence_grace: config.fence_grace,
                 queues: Arc::new(NameQueues::default()),
                 handle,
                 labels,
@@ -226,8 +204,15 @@ impl Client {
     pub fn acquire(&self, name: impl AsRef<[u8]>, options: &LockOptions) -> Acquire {
         Acquire {
             state: self
-                .start(name.as_ref(), options, options.wait)
+                .start(LockName::new(name), options, options.wait)
                 .map_err(Some),
+        }
+    }
+
+    /// [`Client::acquire`] for a name validated already (the bindings').
+    pub fn acquire_named(&self, name: LockName, options: &LockOptions) -> Acquire {
+        Acquire {
+            state: self.start(Ok(name), options, options.wait).map_err(Some),
         }
     }
 
@@ -235,18 +220,30 @@ impl Client {
     pub fn try_acquire(&self, name: impl AsRef<[u8]>, options: &LockOptions) -> TryAcquire {
         TryAcquire(Acquire {
             state: self
-                .start(name.as_ref(), options, Wait::TRY_ONCE)
+                .start(LockName::new(name), options, Wait::TRY_ONCE)
                 .map_err(Some),
         })
     }
 
-    /// Validate everything, then hand the work to a new lease actor; the
-    /// returned future only waits for its answer (and, when dropped, tells
-    /// the actor to cancel).
-    fn start(&self, name: &[u8], options: &LockOptions, wait: Wait) -> Result<Acquiring, Error> {
+    /// [`Client::try_acquire`] for a name validated already (the bindings').
+    pub fn try_acquire_named(&self, name: LockName, options: &LockOptions) -> TryAcquire {
+        TryAcquire(Acquire {
+            state: self.start(Ok(name), options, Wait::TRY_ONCE).map_err(Some),
+        })
+    }
+
+    /// Take the validated arguments (a refused name or ttl is the error),
+    /// then hand the work to a new lease actor; the returned future only
+    /// waits for its answer (and, when dropped, tells the actor to cancel).
+    fn start(
+        &self,
+        name: Result<LockName, Error>,
+        options: &LockOptions,
+        wait: Wait,
+    ) -> Result<Acquiring, Error> {
         let started = std::time::Instant::now();
-        let name = LockName::new(name)?;
-        let ttl = Ttl::from_duration(options.ttl)?;
+        let name = name?;
+        let ttl = options.ttl()?;
         let conns = self
             .inner
             .conns

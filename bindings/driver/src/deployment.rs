@@ -7,7 +7,7 @@ use crate::notify::Notifier;
 use crate::sentinel::SentinelConn;
 use crate::topology::{Conn, Topology};
 use crate::url::NodeUrl;
-use crate::ClientOptions;
+use crate::ClientConfig;
 use fencelock_core::Error;
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// answers.
 pub(crate) async fn connect(
     urls: &[NodeUrl],
-    options: &ClientOptions,
+    options: &ClientConfig,
     tls: &crate::tls::Tls,
     handle: &tokio::runtime::Handle,
 ) -> Result<(Node, Arc<Notifier>), Error> {

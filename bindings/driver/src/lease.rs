@@ -228,7 +228,12 @@ impl Lease {
 
     /// Extend to `ttl` (default: the lease's ttl) from now; `LockLost` if gone.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<(), Error> {
-        let ttl = ttl.map(Ttl::from_duration).transpose()?;
+        self.extend_ttl(ttl.map(Ttl::from_duration).transpose()?)
+            .await
+    }
+
+    /// [`Lease::extend`] for a ttl already validated (the bindings').
+    pub async fn extend_ttl(&self, ttl: Option<Ttl>) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
         self.ask(Operation::Extend, Request::Extend(ttl, tx), rx)
             .await

@@ -82,6 +82,7 @@
 mod client;
 mod clock;
 mod cluster;
+mod config;
 mod connection;
 mod connections;
 mod deployment;
@@ -99,8 +100,12 @@ mod url;
 use std::time::Duration;
 
 pub use client::{Acquire, Client, Granting, TryAcquire, TryGranting};
+pub use config::{ClientConfig, ClientSettings};
+/// The core's validated values and errors: everything a front end needs, so
+/// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    Error, LockName, NotAcquiredReason, Operation, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    Error, FenceGrace, KeySpace, LockName, NotAcquiredReason, Operation, Timeout, Ttl, Wait,
+    MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};
@@ -108,21 +113,11 @@ pub use topology::Topology;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Check a client's URLs without connecting, as [`Client::connect`] does
-/// first: `InvalidArgument` (passwords redacted) if there are none, one is
-/// malformed, or a node is listed twice. Lets clients that connect lazily
-/// (Python's) reject bad URLs at construction, as redis-py does.
+/// Check a client's URLs without connecting, as [`ClientConfig::new`]
+/// does: `InvalidArgument` (passwords redacted) if there are none, one is
+/// malformed, or a node is listed twice.
 pub fn check_urls(urls: impl IntoUrls) -> Result<()> {
     url::parse_all(&urls.into_urls()).map(|_| ())
-}
-
-/// [`check_urls`], plus the TLS options against them (files readable, a
-/// certificate with its key, TLS options only with `rediss://` URLs).
-pub fn check_options(urls: impl IntoUrls, options: &ClientOptions) -> Result<()> {
-    let urls = urls.into_urls();
-    let tls = tls::Tls::load(options, &urls)?;
-    let urls: Vec<String> = urls.iter().map(|u| tls.url(u)).collect();
-    url::parse_all(&urls).map(|_| ())
 }
 
 /// Connection settings; `Default` is what most users want.
@@ -156,8 +151,8 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             prefix: fencelock_core::keys::DEFAULT_PREFIX.to_owned(),
-            connect_timeout: Duration::from_secs(2),
-            response_timeout: Duration::from_secs(2),
+            connect_timeout: fencelock_core::Timeout::DEFAULT.as_duration(),
+            response_timeout: fencelock_core::Timeout::DEFAULT.as_duration(),
             topology: Topology::Standalone,
             replicas: 0,
             fence_grace: fencelock_core::FenceGrace::DEFAULT.as_duration(),
@@ -166,17 +161,26 @@ impl Default for ClientOptions {
     }
 }
 
-/// How to take one lock. Validated when used.
+/// How to take one lock. The ttl is converted to the core's [`Ttl`] once,
+/// here; a bad one is refused by the acquire that uses these options.
 #[derive(Clone, Debug)]
 pub struct LockOptions {
-    ttl: Duration,
+    ttl: Result<Ttl, Error>,
     wait: Wait,
     auto_renew: bool,
 }
 
 impl LockOptions {
-    /// `ttl`: how long the lock lives without renewal. Waits forever by default.
+    /// `ttl`: how long the lock lives without renewal (fractions of a ms
+    /// round up). Waits forever by default.
     pub fn new(ttl: Duration) -> Self {
+        Self::with_ttl_result(Ttl::from_duration(ttl))
+    }
+    /// [`LockOptions::new`] for a ttl already validated (the bindings').
+    pub fn with_ttl(ttl: Ttl) -> Self {
+        Self::with_ttl_result(Ok(ttl))
+    }
+    fn with_ttl_result(ttl: Result<Ttl, Error>) -> Self {
         LockOptions {
             ttl,
             wait: Wait::Forever,
@@ -197,8 +201,9 @@ impl LockOptions {
         self.auto_renew = on;
         self
     }
-    pub fn ttl(&self) -> Duration {
-        self.ttl
+    /// The ttl, or why it was refused.
+    pub fn ttl(&self) -> Result<Ttl, Error> {
+        self.ttl.clone()
     }
     pub fn wait_value(&self) -> Wait {
         self.wait

@@ -134,9 +134,12 @@ impl redis::io::AsyncDNSResolver for DialHost {
 impl Tls {
     /// Read the files, check the combination against the URLs and the
     /// topology.
-    pub(crate) fn load(client: &crate::ClientOptions, urls: &[String]) -> Result<Tls, Error> {
-        let options = &client.tls;
-        if options.server_name.is_some() && client.topology == crate::Topology::Cluster {
+    pub(crate) fn load(
+        options: &TlsOptions,
+        topology: &crate::Topology,
+        urls: &[String],
+    ) -> Result<Tls, Error> {
+        if options.server_name.is_some() && *topology == crate::Topology::Cluster {
             return Err(Error::invalid(
                 "a TLS server name is not available with topology \"cluster\": redis-rs \
                  reaches cluster nodes at the addresses they announce; give them \

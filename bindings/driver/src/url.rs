@@ -7,6 +7,7 @@ use fencelock_core::Error;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 /// One parsed node address: what to connect with and how to name it.
+#[derive(Clone)]
 pub(crate) struct NodeUrl {
     pub info: ConnectionInfo,
     /// The URL with its password replaced by `***`, for messages and logs.

@@ -1,8 +1,9 @@
 //! napi-rs glue between Node.js and the `fencelock` driver.
 //!
 //! This crate only converts JavaScript arguments into the core's validated
-//! types and maps errors; every lock semantic lives in `fencelock` /
-//! `fencelock-core`. The JavaScript package (`node/index.js`) wraps these
+//! types (one constructor each, re-exported by `fencelock`, its only
+//! dependency of ours) and maps errors; every lock semantic lives in the
+//! driver and its core. The JavaScript package (`node/index.js`) wraps these
 //! classes into the public API.
 //!
 //! Error protocol with `index.js`: every error thrown or rejected here has a
@@ -17,9 +18,8 @@
 //! and loss is watched by the driver's `Lease::on_lost`.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use fencelock_core::{FenceGrace, LockName, Ttl, Wait};
+use fencelock::{ClientConfig, ClientSettings, FenceGrace, KeySpace, LockName, Timeout, Ttl, Wait};
 use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status, ValueType};
@@ -87,24 +87,45 @@ fn name_arg(value: NameArg<'_>) -> Result<Name> {
 
 type NumberArg<'a> = Option<Either<f64, Unknown<'a>>>;
 
-fn ttl_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Ttl>> {
+/// A number of milliseconds, if given, turned into its core type by `convert`.
+fn millis_arg<T>(
+    what: &str,
+    value: NumberArg<'_>,
+    convert: impl FnOnce(f64) -> fencelock::Result<T>,
+) -> Result<Option<T>> {
     match value {
         None => Ok(None),
-        Some(Either::A(ms)) => Ttl::from_millis_f64(ms).map(Some).map_err(lock_error),
+        Some(Either::A(ms)) => convert(ms).map(Some).map_err(lock_error),
         Some(Either::B(other)) => Err(type_error(what, "a number of milliseconds", &other)),
     }
 }
 
-fn wait_arg(value: NumberArg<'_>) -> Result<Wait> {
-    match value {
-        None => Wait::from_millis_f64(None).map_err(lock_error),
-        Some(Either::A(ms)) => Wait::from_millis_f64(Some(ms)).map_err(lock_error),
-        Some(Either::B(other)) => Err(type_error(
-            "wait",
-            "a number of milliseconds or undefined",
-            &other,
-        )),
+fn ttl_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Ttl>> {
+    millis_arg(what, value, Ttl::from_millis_f64)
+}
+
+/// `object[key]`, if given, as a string (`what` names it in the message).
+fn string_field(object: &Object<'_>, what: &str, key: &str) -> Result<Option<String>> {
+    match object
+        .get::<Option<Either<String, Unknown>>>(key)?
+        .flatten()
+    {
+        None => Ok(None),
+        Some(Either::A(value)) => Ok(Some(value)),
+        Some(Either::B(other)) => Err(type_error(what, "a string", &other)),
     }
+}
+
+fn wait_arg(value: NumberArg<'_>) -> Result<Wait> {
+    let ms = match value {
+        None => None,
+        Some(Either::A(ms)) => Some(ms),
+        Some(Either::B(other)) => {
+            let expected = "a number of milliseconds or undefined";
+            return Err(type_error("wait", expected, &other));
+        }
+    };
+    Wait::from_millis_f64(ms).map_err(lock_error)
 }
 
 fn bool_arg(what: &str, value: Option<Either<bool, Unknown<'_>>>) -> Result<bool> {
@@ -154,15 +175,11 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
         ));
     };
     known_keys("options", &object, LOCK_OPTIONS)?;
-    let ttl = object.get::<NumberArg>("ttl")?.flatten();
-    let ttl = match ttl {
-        None => {
-            return Err(tagged(
-                "INVALID_TYPE",
-                "options.ttl is required (a number of milliseconds)",
-            ))
-        }
-        some => ttl_arg("options.ttl", some)?.expect("present"),
+    let Some(ttl) = ttl_arg("options.ttl", object.get::<NumberArg>("ttl")?.flatten())? else {
+        return Err(tagged(
+            "INVALID_TYPE",
+            "options.ttl is required (a number of milliseconds)",
+        ));
     };
     let wait = wait_arg(object.get::<NumberArg>("wait")?.flatten())?;
     let auto_renew = bool_arg(
@@ -171,25 +188,9 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
             .get::<Option<Either<bool, Unknown>>>("autoRenew")?
             .flatten(),
     )?;
-    Ok(fencelock::LockOptions::new(ttl.as_duration())
+    Ok(fencelock::LockOptions::with_ttl(ttl)
         .wait_policy(wait)
         .auto_renew(auto_renew))
-}
-
-fn timeout_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Duration>> {
-    match value {
-        None => Ok(None),
-        Some(Either::A(ms)) if ms.is_finite() && ms > 0.0 => {
-            Duration::try_from_secs_f64(ms / 1000.0)
-                .map(Some)
-                .map_err(|_| tagged("INVALID_ARGUMENT", format!("{what} is too large")))
-        }
-        Some(Either::A(_)) => Err(tagged(
-            "INVALID_ARGUMENT",
-            format!("{what} must be a positive, finite number of milliseconds"),
-        )),
-        Some(Either::B(other)) => Err(type_error(what, "a number of milliseconds", &other)),
-    }
 }
 
 /// The keys of `Client.connect` options.
@@ -242,16 +243,7 @@ fn tls_options(value: OptionsArg<'_>) -> Result<fencelock::TlsOptions> {
         ca: pem_arg("options.tls.ca", &object)?,
         client_cert: pem_arg("options.tls.cert", &object)?,
         client_key: pem_arg("options.tls.key", &object)?,
-        server_name: match object
-            .get::<Option<Either<String, Unknown>>>("serverName")?
-            .flatten()
-        {
-            None => None,
-            Some(Either::A(name)) => Some(name),
-            Some(Either::B(other)) => {
-                return Err(type_error("options.tls.serverName", "a string", &other))
-            }
-        },
+        server_name: string_field(&object, "options.tls.serverName", "serverName")?,
         dangerously_skip_verification: bool_arg(
             "options.tls.dangerouslySkipVerification",
             object
@@ -261,44 +253,26 @@ fn tls_options(value: OptionsArg<'_>) -> Result<fencelock::TlsOptions> {
     })
 }
 
-fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
-    let mut options = fencelock::ClientOptions::default();
+fn client_options(value: OptionsArg<'_>) -> Result<ClientSettings> {
+    let mut options = ClientSettings::default();
     let Some(object) = options_object("options", value)? else {
         return Ok(options);
     };
     known_keys("options", &object, CLIENT_OPTIONS)?;
-    match object
-        .get::<Option<Either<String, Unknown>>>("prefix")?
-        .flatten()
-    {
-        None => {}
-        Some(Either::A(prefix)) => options.prefix = prefix,
-        Some(Either::B(other)) => return Err(type_error("options.prefix", "a string", &other)),
+    if let Some(prefix) = string_field(&object, "options.prefix", "prefix")? {
+        options.keyspace = KeySpace::new(prefix).map_err(lock_error)?;
     }
-    if let Some(t) = timeout_arg(
-        "options.connectTimeout",
-        object.get::<NumberArg>("connectTimeout")?.flatten(),
-    )? {
-        options.connect_timeout = t;
-    }
-    if let Some(t) = timeout_arg(
-        "options.responseTimeout",
-        object.get::<NumberArg>("responseTimeout")?.flatten(),
-    )? {
-        options.response_timeout = t;
-    }
-    let text = |key: &str| -> Result<Option<String>> {
-        match object
-            .get::<Option<Either<String, Unknown>>>(key)?
-            .flatten()
-        {
-            None => Ok(None),
-            Some(Either::A(value)) => Ok(Some(value)),
-            Some(Either::B(other)) => {
-                Err(type_error(&format!("options.{key}"), "a string", &other))
-            }
+    for (key, timeout) in [
+        ("connectTimeout", &mut options.connect_timeout),
+        ("responseTimeout", &mut options.response_timeout),
+    ] {
+        let what = format!("options.{key}");
+        let ms = object.get::<NumberArg>(key)?.flatten();
+        if let Some(t) = millis_arg(&what, ms, |ms| Timeout::from_millis_f64(&what, ms))? {
+            *timeout = t;
         }
-    };
+    }
+    let text = |key: &str| string_field(&object, &format!("options.{key}"), key);
     options.topology =
         fencelock::Topology::parse(text("topology")?.as_deref(), text("service")?.as_deref())
             .map_err(lock_error)?;
@@ -315,20 +289,9 @@ fn client_options(value: OptionsArg<'_>) -> Result<fencelock::ClientOptions> {
         }
         Some(Either::B(other)) => return Err(type_error("options.replicas", "a number", &other)),
     }
-    match object.get::<NumberArg>("fenceGrace")?.flatten() {
-        None => {}
-        Some(Either::A(ms)) => {
-            options.fence_grace = FenceGrace::from_millis_f64(ms)
-                .map_err(lock_error)?
-                .as_duration();
-        }
-        Some(Either::B(other)) => {
-            return Err(type_error(
-                "options.fenceGrace",
-                "a number of milliseconds",
-                &other,
-            ))
-        }
+    let grace = object.get::<NumberArg>("fenceGrace")?.flatten();
+    if let Some(grace) = millis_arg("options.fenceGrace", grace, FenceGrace::from_millis_f64)? {
+        options.fence_grace = grace;
     }
     options.tls = tls_options(object.get::<OptionsArg>("tls")?.flatten())?;
     Ok(options)
@@ -450,9 +413,9 @@ pub fn connect<'env>(
     options: OptionsArg<'_>,
 ) -> Result<PromiseRaw<'env, NativeClient>> {
     let urls = urls_arg(urls)?;
-    let options = client_options(options)?;
+    let config = ClientConfig::from_settings(urls, client_options(options)?).map_err(lock_error)?;
     env.spawn_future(async move {
-        let inner = fencelock::Client::connect_with(urls, options)
+        let inner = fencelock::Client::connect_config(config)
             .await
             .map_err(lock_error)?;
         Ok(NativeClient { inner })
@@ -480,7 +443,7 @@ impl NativeClient {
         let cancel = cancel.map(|c| c.tx.subscribe());
         // Called here, not in the future: the place in the local line is
         // taken in call order.
-        let acquiring = self.inner.acquire(name.name.as_bytes(), &options);
+        let acquiring = self.inner.acquire_named(name.name, &options);
         env.spawn_future(async move {
             let granted = cancellable(cancel.clone(), acquiring.granted()).await?;
             Ok(NativeGrant::new(granted, cancel, name.is_buffer))
@@ -498,7 +461,7 @@ impl NativeClient {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
-        let acquiring = self.inner.try_acquire(name.name.as_bytes(), &options);
+        let acquiring = self.inner.try_acquire_named(name.name, &options);
         env.spawn_future(async move {
             let granted = cancellable(cancel.clone(), acquiring.granted()).await?;
             Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
@@ -600,9 +563,9 @@ impl NativeLease {
 
     #[napi]
     pub fn extend<'env>(&self, env: &'env Env, ttl: NumberArg<'_>) -> Result<PromiseRaw<'env, ()>> {
-        let ttl = ttl_arg("ttl", ttl)?.map(Ttl::as_duration);
+        let ttl = ttl_arg("ttl", ttl)?;
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move { lease.extend(ttl).await.map_err(lock_error) })
+        env.spawn_future(async move { lease.extend_ttl(ttl).await.map_err(lock_error) })
     }
 
     #[napi]

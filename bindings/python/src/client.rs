@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use fencelock::{ClientOptions, Granted, LockOptions};
+use fencelock::{ClientConfig, ClientSettings, Granted, LockName, LockOptions};
 use pyo3::prelude::*;
 use tokio::sync::OnceCell;
 
@@ -26,8 +26,8 @@ type Acquiring = std::pin::Pin<
 /// The driver client of this process, made on first use.
 #[derive(Debug)]
 struct Connector {
-    urls: Vec<String>,
-    options: ClientOptions,
+    /// Validated once, here; each connect (first use, forked child) reuses it.
+    config: ClientConfig,
     /// Locked only while attached to Python (see runtime.rs on fork safety).
     state: Mutex<State>,
 }
@@ -41,46 +41,59 @@ struct State {
 }
 
 impl Connector {
+    /// The constructors' keywords, converted in order: each value by its one
+    /// core constructor, then the URLs and TLS by the driver's config.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         url: &Bound<'_, PyAny>,
         prefix: Option<&Bound<'_, PyAny>>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         response_timeout: Option<&Bound<'_, PyAny>>,
-        topology: &Topology<'_, '_>,
+        topology: Option<&Bound<'_, PyAny>>,
+        service: Option<&Bound<'_, PyAny>>,
+        replicas: Option<&Bound<'_, PyAny>>,
         fence_grace: Option<&Bound<'_, PyAny>>,
-        tls: fencelock::TlsOptions,
+        tls_ca: Option<&Bound<'_, PyAny>>,
+        tls_cert: Option<&Bound<'_, PyAny>>,
+        tls_key: Option<&Bound<'_, PyAny>>,
+        tls_server_name: Option<&Bound<'_, PyAny>>,
+        tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
+        use convert::given;
+        let tls = convert::tls(
+            tls_ca,
+            tls_cert,
+            tls_key,
+            tls_server_name,
+            tls_dangerously_skip_verification,
+        )?;
         let urls = convert::urls(url)?;
-        let mut options = ClientOptions {
+        let mut settings = ClientSettings {
             tls,
-            ..ClientOptions::default()
+            ..ClientSettings::default()
         };
-        if let Some(prefix) = convert::prefix(prefix)? {
-            fencelock_core::KeySpace::new(&prefix).map_err(errors::invalid)?;
-            options.prefix = prefix;
+        if let Some(value) = given(prefix) {
+            settings.keyspace = convert::prefix(value)?;
         }
-        if let Some(value) = connect_timeout.filter(|v| !v.is_none()) {
-            options.connect_timeout = convert::timeout("connect_timeout", value)?;
+        if let Some(value) = given(connect_timeout) {
+            settings.connect_timeout = convert::timeout("connect_timeout", value)?;
         }
-        if let Some(value) = response_timeout.filter(|v| !v.is_none()) {
-            options.response_timeout = convert::timeout("response_timeout", value)?;
+        if let Some(value) = given(response_timeout) {
+            settings.response_timeout = convert::timeout("response_timeout", value)?;
         }
-        options.topology = fencelock::Topology::parse(
-            convert::optional_str("topology", topology.topology)?.as_deref(),
-            convert::optional_str("service", topology.service)?.as_deref(),
+        settings.topology = fencelock::Topology::parse(
+            convert::optional_str("topology", topology)?.as_deref(),
+            convert::optional_str("service", service)?.as_deref(),
         )
         .map_err(errors::invalid)?;
-        if let Some(value) = topology.replicas.filter(|v| !v.is_none()) {
-            options.replicas = convert::count("replicas", value)?;
+        if let Some(value) = given(replicas) {
+            settings.replicas = convert::count("replicas", value)?;
         }
-        if let Some(value) = fence_grace.filter(|v| !v.is_none()) {
-            options.fence_grace = convert::fence_grace(value)?;
+        if let Some(value) = given(fence_grace) {
+            settings.fence_grace = convert::fence_grace(value)?;
         }
-        // With every option known: the TLS ones depend on the topology.
-        fencelock::check_options(urls.clone(), &options).map_err(errors::invalid)?;
         Ok(Connector {
-            urls,
-            options,
+            config: ClientConfig::from_settings(urls, settings).map_err(errors::invalid)?,
             state: Mutex::new(State {
                 cell: ProcessLocal::new(Cell::default()),
                 closed: false,
@@ -89,13 +102,12 @@ impl Connector {
     }
 
     /// The connection cell for this process (see [`State::cell`]).
-    fn cell(&self, py: Python<'_>, key: &[u8]) -> PyResult<Cell> {
+    fn cell(&self, py: Python<'_>, name: &LockName) -> PyResult<Cell> {
         logging::refresh(py);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let cell = state.cell.renew(Cell::default).clone();
         if state.closed {
-            let name = fencelock::LockName::new(key).map_err(errors::invalid)?;
-            let closed = fencelock::Error::closed(&name, fencelock::Operation::Acquire);
+            let closed = fencelock::Error::closed(name, fencelock::Operation::Acquire);
             return Err(errors::to_py(py, closed));
         }
         Ok(cell)
@@ -112,15 +124,14 @@ impl Connector {
     fn client(
         &self,
         py: Python<'_>,
-        key: &[u8],
+        name: &LockName,
     ) -> PyResult<
         impl std::future::Future<Output = Result<fencelock::Client, fencelock::Error>> + Send + 'static,
     > {
-        let cell = self.cell(py, key)?;
-        let urls = self.urls.clone();
-        let options = self.options.clone();
+        let cell = self.cell(py, name)?;
+        let config = self.config.clone();
         Ok(async move {
-            cell.get_or_try_init(|| fencelock::Client::connect_with(urls, options))
+            cell.get_or_try_init(|| fencelock::Client::connect_config(config))
                 .await
                 .cloned()
         })
@@ -132,29 +143,29 @@ impl Connector {
     fn acquire(
         &self,
         py: Python<'_>,
-        key: Vec<u8>,
+        name: LockName,
         options: LockOptions,
         once: bool,
     ) -> PyResult<Acquiring> {
         fn start(
             client: &fencelock::Client,
-            key: Vec<u8>,
+            name: LockName,
             options: &LockOptions,
             once: bool,
         ) -> Acquiring {
             if once {
-                Box::pin(client.try_acquire(key, options).granted())
+                Box::pin(client.try_acquire_named(name, options).granted())
             } else {
-                let acquire = client.acquire(key, options).granted();
+                let acquire = client.acquire_named(name, options).granted();
                 Box::pin(async move { acquire.await.map(Some) })
             }
         }
-        if let Some(client) = self.cell(py, &key)?.get() {
-            return Ok(start(client, key, &options, once));
+        if let Some(client) = self.cell(py, &name)?.get() {
+            return Ok(start(client, name, &options, once));
         }
-        let client = self.client(py, &key)?;
+        let client = self.client(py, &name)?;
         Ok(Box::pin(async move {
-            start(&client.await?, key, &options, once).await
+            start(&client.await?, name, &options, once).await
         }))
     }
 
@@ -162,17 +173,10 @@ impl Connector {
         // No URLs: they may carry a password.
         format!(
             "<fencelock.{class} nodes={} prefix={:?}>",
-            self.urls.len(),
-            self.options.prefix
+            self.config.node_count(),
+            String::from_utf8_lossy(self.config.prefix())
         )
     }
-}
-
-/// The topology keywords of both clients' constructors.
-struct Topology<'a, 'py> {
-    topology: Option<&'a Bound<'py, PyAny>>,
-    service: Option<&'a Bound<'py, PyAny>>,
-    replicas: Option<&'a Bound<'py, PyAny>>,
 }
 
 /// Converted `acquire` arguments.
@@ -205,7 +209,7 @@ fn request(
     };
     Ok(Request {
         name,
-        options: LockOptions::new(ttl)
+        options: LockOptions::with_ttl(ttl)
             .wait_policy(wait)
             .auto_renew(auto_renew),
         on_lost,
@@ -243,27 +247,21 @@ impl Client {
         tls_server_name: Option<&Bound<'_, PyAny>>,
         tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
-        let topology = Topology {
-            topology,
-            service,
-            replicas,
-        };
-        let tls = convert::tls(
-            tls_ca,
-            tls_cert,
-            tls_key,
-            tls_server_name,
-            tls_dangerously_skip_verification,
-        )?;
         Ok(Client {
             connector: Connector::new(
                 url,
                 prefix,
                 connect_timeout,
                 response_timeout,
-                &topology,
+                topology,
+                service,
+                replicas,
                 fence_grace,
-                tls,
+                tls_ca,
+                tls_cert,
+                tls_key,
+                tls_server_name,
+                tls_dangerously_skip_verification,
             )?,
         })
     }
@@ -285,7 +283,7 @@ impl Client {
         let request = request(name, ttl, wait, auto_renew, on_lost)?;
         let acquiring =
             self.connector
-                .acquire(py, request.name.as_bytes().to_vec(), request.options, false)?;
+                .acquire(py, request.name.lock.clone(), request.options, false)?;
         // Ctrl-C drops the future: the driver releases whatever it won.
         let result = runtime::block_on(py, acquiring)?;
         let granted = result
@@ -313,7 +311,7 @@ impl Client {
         let request = request(name, ttl, None, auto_renew, on_lost)?;
         let acquiring =
             self.connector
-                .acquire(py, request.name.as_bytes().to_vec(), request.options, true)?;
+                .acquire(py, request.name.lock.clone(), request.options, true)?;
         let result = runtime::block_on(py, acquiring)?;
         match result.map_err(|e| errors::to_py(py, e))? {
             None => Ok(None),
@@ -362,7 +360,7 @@ impl AsyncClient {
         } = request;
         let acquiring = self
             .connector
-            .acquire(py, name.as_bytes().to_vec(), options, once)?;
+            .acquire(py, name.lock.clone(), options, once)?;
         runtime::future_into_py(py, async move {
             let result = acquiring.await;
             Ok(Reply::new(result.map(|maybe| {
@@ -403,27 +401,21 @@ impl AsyncClient {
         tls_server_name: Option<&Bound<'_, PyAny>>,
         tls_dangerously_skip_verification: bool,
     ) -> PyResult<Self> {
-        let topology = Topology {
-            topology,
-            service,
-            replicas,
-        };
-        let tls = convert::tls(
-            tls_ca,
-            tls_cert,
-            tls_key,
-            tls_server_name,
-            tls_dangerously_skip_verification,
-        )?;
         Ok(AsyncClient {
             connector: Connector::new(
                 url,
                 prefix,
                 connect_timeout,
                 response_timeout,
-                &topology,
+                topology,
+                service,
+                replicas,
                 fence_grace,
-                tls,
+                tls_ca,
+                tls_cert,
+                tls_key,
+                tls_server_name,
+                tls_dangerously_skip_verification,
             )?,
         })
     }

@@ -2,54 +2,48 @@
 //! every value check is the core's (`ValueError` via `InvalidArgument`), so
 //! Python, Node and Rust accept and reject exactly the same values.
 
-use std::time::Duration;
-
-use fencelock_core::{LockName, Ttl, Wait};
+use fencelock::{FenceGrace, KeySpace, LockName, Timeout, Ttl, Wait};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::invalid as to_py;
 
-/// A lock name as the caller gave it: `lease.name` hands back the same type.
+/// A validated lock name, and whether the caller gave `bytes`: `lease.name`
+/// hands back the same type.
 #[derive(Debug, Clone)]
-pub enum Name {
-    Str(String),
-    Bytes(Vec<u8>),
+pub struct Name {
+    pub lock: LockName,
+    is_bytes: bool,
 }
 
 impl Name {
-    pub fn as_bytes(&self) -> &[u8] {
-        match self {
-            Name::Str(text) => text.as_bytes(),
-            Name::Bytes(bytes) => bytes,
-        }
-    }
-
     pub fn to_object<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        match self {
-            Name::Str(text) => PyString::new(py, text).into_any(),
-            Name::Bytes(bytes) => PyBytes::new(py, bytes).into_any(),
+        let bytes = self.lock.as_bytes();
+        if self.is_bytes {
+            PyBytes::new(py, bytes).into_any()
+        } else {
+            PyString::new(py, &String::from_utf8_lossy(bytes)).into_any()
         }
     }
 }
 
 /// `str` (UTF-8) or `bytes`/`bytearray`; validated by the core.
 pub fn name(value: &Bound<'_, PyAny>) -> PyResult<Name> {
-    let name = if let Ok(text) = value.cast::<PyString>() {
-        Name::Str(text.to_cow()?.into_owned())
+    let (bytes, is_bytes) = if let Ok(text) = value.cast::<PyString>() {
+        (text.to_cow()?.as_bytes().to_vec(), false)
     } else if let Ok(bytes) = value.cast::<PyBytes>() {
-        Name::Bytes(bytes.as_bytes().to_vec())
+        (bytes.as_bytes().to_vec(), true)
     } else if let Ok(bytes) = value.cast::<PyByteArray>() {
-        Name::Bytes(bytes.to_vec())
+        (bytes.to_vec(), true)
     } else {
         return Err(PyTypeError::new_err(format!(
             "lock name must be str or bytes, not {}",
             type_name(value)
         )));
     };
-    LockName::new(name.as_bytes()).map_err(to_py)?;
-    Ok(name)
+    let lock = LockName::new(bytes).map_err(to_py)?;
+    Ok(Name { lock, is_bytes })
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {
@@ -82,48 +76,33 @@ fn seconds(what: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
     }
 }
 
-/// `fence_grace=` seconds (0 allowed) -> the core's `FenceGrace`.
-pub fn fence_grace(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
-    let secs = seconds("fence_grace", value)?;
-    fencelock_core::FenceGrace::from_secs_f64(secs)
-        .map(fencelock_core::FenceGrace::as_duration)
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+/// `fence_grace=` seconds (0 allowed).
+pub fn fence_grace(value: &Bound<'_, PyAny>) -> PyResult<FenceGrace> {
+    FenceGrace::from_secs_f64(seconds("fence_grace", value)?).map_err(to_py)
 }
 
-pub fn ttl(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
-    let secs = seconds("ttl", value)?;
-    Ttl::from_secs_f64(secs)
-        .map(Ttl::as_duration)
-        .map_err(to_py)
+pub fn ttl(value: &Bound<'_, PyAny>) -> PyResult<Ttl> {
+    Ttl::from_secs_f64(seconds("ttl", value)?).map_err(to_py)
 }
 
-pub fn optional_ttl(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
-    match value {
-        None => Ok(None),
-        Some(value) if value.is_none() => Ok(None),
-        Some(value) => ttl(value).map(Some),
-    }
+pub fn optional_ttl(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Ttl>> {
+    given(value).map(ttl).transpose()
 }
 
 /// `None` waits until acquired, `0` tries once, `> 0` bounds the wait.
 pub fn wait(value: Option<&Bound<'_, PyAny>>) -> PyResult<Wait> {
-    let secs = match value {
-        None => None,
-        Some(value) if value.is_none() => None,
-        Some(value) => Some(seconds("wait", value)?),
-    };
+    let secs = given(value).map(|v| seconds("wait", v)).transpose()?;
     Wait::from_secs_f64(secs).map_err(to_py)
 }
 
-/// A positive, finite timeout in seconds (client options).
-pub fn timeout(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
-    let secs = seconds(what, value)?;
-    match Duration::try_from_secs_f64(secs) {
-        Ok(duration) if !duration.is_zero() => Ok(duration),
-        _ => Err(PyValueError::new_err(format!(
-            "{what} must be a positive, finite number of seconds"
-        ))),
-    }
+/// `connect_timeout=` / `response_timeout=` seconds.
+pub fn timeout(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Timeout> {
+    Timeout::from_secs_f64(what, seconds(what, value)?).map_err(to_py)
+}
+
+/// A keyword's value unless absent or `None`.
+pub fn given<'a, 'py>(value: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyAny>> {
+    value.filter(|v| !v.is_none())
 }
 
 /// One URL (`str`) or a list/tuple of them (Redlock).
@@ -156,22 +135,22 @@ pub fn urls(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         .collect()
 }
 
-pub fn prefix(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
-    optional_str("prefix", value)
+pub fn prefix(value: &Bound<'_, PyAny>) -> PyResult<KeySpace> {
+    KeySpace::new(string("prefix", value)?).map_err(to_py)
 }
 
 /// An optional `str` keyword (`None` = not given).
 pub fn optional_str(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
-    match value {
-        None => Ok(None),
-        Some(value) if value.is_none() => Ok(None),
-        Some(value) => match value.cast::<PyString>() {
-            Ok(text) => Ok(Some(text.to_cow()?.into_owned())),
-            Err(_) => Err(PyTypeError::new_err(format!(
-                "{what} must be a str, not {}",
-                type_name(value)
-            ))),
-        },
+    given(value).map(|v| string(what, v)).transpose()
+}
+
+fn string(what: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+    match value.cast::<PyString>() {
+        Ok(text) => Ok(text.to_cow()?.into_owned()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be a str, not {}",
+            type_name(value)
+        ))),
     }
 }
 
@@ -195,7 +174,7 @@ pub fn count(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u32> {
 /// A PEM argument: `bytes` are the PEM data, a `str` holding PEM text is
 /// the data too, any other `str` or `os.PathLike` is a file to read.
 fn pem(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<fencelock::Pem>> {
-    let Some(value) = value.filter(|v| !v.is_none()) else {
+    let Some(value) = given(value) else {
         return Ok(None);
     };
     if let Ok(bytes) = value.cast::<PyBytes>() {
@@ -225,18 +204,9 @@ pub fn tls(
     server_name: Option<&Bound<'_, PyAny>>,
     dangerously_skip_verification: bool,
 ) -> PyResult<fencelock::TlsOptions> {
-    let server_name = match server_name {
-        None => None,
-        Some(name) => match name.cast::<PyString>() {
-            Ok(text) => Some(text.to_cow()?.into_owned()),
-            Err(_) => {
-                return Err(PyTypeError::new_err(format!(
-                    "tls_server_name must be a str, not {}",
-                    name.get_type().name()?
-                )))
-            }
-        },
-    };
+    let server_name = server_name
+        .map(|name| string("tls_server_name", name))
+        .transpose()?;
     Ok(fencelock::TlsOptions {
         ca: pem("tls_ca", ca)?,
         client_cert: pem("tls_cert", cert)?,

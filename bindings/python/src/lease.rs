@@ -159,7 +159,7 @@ impl Lease {
         crate::logging::refresh(py);
         let ttl = convert::optional_ttl(ttl)?;
         let lease = self.core.check_process()?;
-        let result = runtime::block_on(py, async move { lease.extend(ttl).await })?;
+        let result = runtime::block_on(py, async move { lease.extend_ttl(ttl).await })?;
         result.map_err(|e| errors::to_py(py, e))
     }
 
@@ -203,7 +203,7 @@ impl AsyncLease {
         let ttl = convert::optional_ttl(ttl)?;
         let lease = self.core.check_process()?;
         runtime::future_into_py(py, async move {
-            Ok(errors::Reply::new(lease.extend(ttl).await))
+            Ok(errors::Reply::new(lease.extend_ttl(ttl).await))
         })
     }
 

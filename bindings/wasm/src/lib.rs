@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use fencelock_core::{
     Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Operation, Progress,
-    Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
+    Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -140,7 +140,7 @@ fn millis(at: Instant) -> f64 {
 #[derive(Debug)]
 pub struct ClientConfig {
     keys: KeySpace,
-    response_timeout_ms: f64,
+    response_timeout: Timeout,
     /// `replicas=N`: every grant and extension waits for N acknowledgements.
     replicas: u32,
     fence_grace: FenceGrace,
@@ -152,7 +152,7 @@ impl ClientConfig {
     pub fn new(options: JsValue) -> Result<ClientConfig, JsValue> {
         let mut config = ClientConfig {
             keys: KeySpace::default(),
-            response_timeout_ms: 2000.0,
+            response_timeout: Timeout::DEFAULT,
             replicas: 0,
             fence_grace: FenceGrace::DEFAULT,
         };
@@ -173,13 +173,8 @@ impl ClientConfig {
                 &timeout,
                 "a number of milliseconds",
             )?;
-            if !(ms.is_finite() && ms > 0.0) {
-                return Err(tagged(
-                    "INVALID_ARGUMENT",
-                    "options.responseTimeout must be a positive, finite number of milliseconds",
-                ));
-            }
-            config.response_timeout_ms = ms;
+            config.response_timeout =
+                Timeout::from_millis_f64("options.responseTimeout", ms).map_err(lock_error)?;
         }
         let replicas = field(&options, "replicas")?;
         if !absent(&replicas) {
@@ -203,7 +198,7 @@ impl ClientConfig {
     /// Milliseconds after which a command without a reply is an unknown outcome.
     #[wasm_bindgen(getter, js_name = responseTimeout)]
     pub fn response_timeout(&self) -> f64 {
-        self.response_timeout_ms
+        self.response_timeout.as_duration().as_nanos() as f64 / 1e6
     }
 }
 
@@ -276,7 +271,7 @@ impl LockSpec {
                 seed,
             },
             replicas: client.replicas,
-            replica_timeout: Duration::from_secs_f64(client.response_timeout_ms / 2000.0),
+            replica_timeout: client.response_timeout.as_duration() / 2,
         })
     }
 
