@@ -19,6 +19,15 @@ RUN_DIR=${FENCELOCK_REDIS_RUN_DIR:-$ROOT/.build/redis}
 NODES=(single r1 r2 r3 r4 r5 c1 c2 c3 c4 c5 c6 sp sr s1 s2 s3 tc1 tc2 tc3 tsp ts1)
 SERVICE=mymaster
 
+# One start or stop at a time per run directory: `make test-rust` alone runs
+# test binaries in parallel, and each may ask for the harness (the second
+# would find it half started and stop it). The flock process holds the lock;
+# -o keeps it out of the daemonized servers.
+if [ -z "${FENCELOCK_REDIS_LOCKED:-}" ] && { [ "${1:-}" = start ] || [ "${1:-}" = stop ]; }; then
+  mkdir -p "$RUN_DIR"
+  FENCELOCK_REDIS_LOCKED=1 exec flock -o "$RUN_DIR/.lock" bash "$0" "$@"
+fi
+
 # True if $1 is alive and really a redis-server (a stale pidfile from an
 # earlier boot could name an unrelated process; never kill that).
 is_our_redis() {
