@@ -227,8 +227,11 @@ describe('expiry, extension and loss', () => {
 
   test('autoRenew keeps the lease past several TTLs', async () => {
     const name = uniqueName('renew')
-    const lease = await client.acquire(name, { ttl: 300, autoRenew: true })
-    await new Promise((r) => setTimeout(r, 1_300))
+    // A 1 s TTL (renewed every ~333 ms) lets a renewal run ~650 ms late, so a
+    // loaded machine's scheduling stalls do not lose the lease; 2.5 s is
+    // still several TTLs: without renewals the key would be long gone.
+    const lease = await client.acquire(name, { ttl: 1_000, autoRenew: true })
+    await new Promise((r) => setTimeout(r, 2_500))
     assert.equal(lease.signal.aborted, false)
     assert.equal(lease.lost, false)
     assert.equal(await raw.cmd('GET', lockKey(name)), lease.token)
@@ -294,8 +297,10 @@ describe('expiry, extension and loss', () => {
 
   test('withLock: autoRenew and the lease signal', async () => {
     const name = uniqueName('with-renew')
-    await client.withLock(name, { ttl: 300, autoRenew: true }, async (lease) => {
-      await new Promise((r) => setTimeout(r, 700))
+    // Past the TTL (1 s: a renewal may run ~650 ms late under load) only
+    // because the renewals kept it.
+    await client.withLock(name, { ttl: 1_000, autoRenew: true }, async (lease) => {
+      await new Promise((r) => setTimeout(r, 1_500))
       assert.equal(lease.signal.aborted, false)
       await raw.cmd('DEL', lockKey(name))
       await within(3_000, aborted(lease.signal), 'loss signal')

@@ -158,10 +158,13 @@ test('a rolling restart of all 3 nodes keeps an auto-renewed lease', async () =>
   const name = uniqueName('rolling')
   const client = await Client.connect(servers.map((s) => s.url), fast)
   try {
-    const lease = await client.acquire(name, { ttl: 300, wait: 0, autoRenew: true })
+    // TTL and outage scaled together (were 300 ms and 1 s): a 1 s TTL lets a
+    // renewal run ~650 ms late under load; the 2 s outage is still two TTLs,
+    // so the restarted node comes back empty and only a renewal refills it.
+    const lease = await client.acquire(name, { ttl: 1_000, wait: 0, autoRenew: true })
     for (const [n, server] of servers.entries()) {
       await server.kill()
-      await sleep(1000) // the outage itself: longer than the TTL
+      await sleep(2_000) // the outage itself: longer than the TTL
       assert.equal(lease.lost, false, `lost while node ${n} was down`)
       await server.start()
       const raw = await server.raw()

@@ -186,9 +186,11 @@ def test_auto_renew_and_loss_from_outside(redis_url: str, r: Redis, name: str) -
             seen.append(lease)
             lost.set()
 
-        lease = await aclient.acquire(name, ttl=0.5, auto_renew=True, on_lost=on_lost)
+        # A 1 s TTL lets a renewal run ~0.65 s late under load; 2.5 s is still
+        # several TTLs: without renewals the key would be long gone.
+        lease = await aclient.acquire(name, ttl=1.0, auto_renew=True, on_lost=on_lost)
         lock_key = lock_keys(name)[0]
-        deadline = time.monotonic() + 2.0  # four TTLs
+        deadline = time.monotonic() + 2.5  # 2.5 TTLs
         while time.monotonic() < deadline:
             assert r.get(lock_key) == lease.token.encode() and not lease.lost
             await asyncio.sleep(0.05)

@@ -147,10 +147,13 @@ def test_a_rolling_restart_of_all_3_nodes_keeps_an_auto_renewed_lease(
     name = unique("rolling")
     lock_key = lock_keys(name)[0]
     with fencelock.Client([s.url for s in servers], connect_timeout=0.5, response_timeout=0.5) as client:
-        lease = client.acquire(name, ttl=0.3, wait=0, auto_renew=True)
+        # TTL and outage scaled together (were 0.3 s and 1 s): a 1 s TTL lets a
+        # renewal run ~0.65 s late under load; the 2 s outage is still two TTLs,
+        # so the restarted node comes back empty and only a renewal refills it.
+        lease = client.acquire(name, ttl=1.0, wait=0, auto_renew=True)
         for n, server in enumerate(servers):
             server.kill()
-            time.sleep(1.0)  # the outage itself: longer than the TTL
+            time.sleep(2.0)  # the outage itself: longer than the TTL
             assert not lease.lost, f"lost while node {n} was down"
             server.start()
             r = Redis(server.url)

@@ -220,9 +220,11 @@ def test_handoff_to_blocked_waiter_is_prompt_across_clients(redis_url: str, r: R
 
 
 def test_auto_renew_keeps_the_lease_past_several_ttls(client: fencelock.Client, r: Redis, name: str) -> None:
-    lease = client.acquire(name, ttl=0.5, auto_renew=True)
+    # A 1 s TTL (renewed every ttl/3) lets a renewal run ~0.65 s late under
+    # load; 2.5 s is still several TTLs: without renewals the key would be gone.
+    lease = client.acquire(name, ttl=1.0, auto_renew=True)
     lock_key = lock_keys(name)[0]
-    deadline = time.monotonic() + 2.0  # four TTLs (renewed every ttl/3)
+    deadline = time.monotonic() + 2.5  # 2.5 TTLs
     while time.monotonic() < deadline:
         assert r.get(lock_key) == lease.token.encode()
         assert not lease.lost

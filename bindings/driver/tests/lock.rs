@@ -296,13 +296,16 @@ async fn auto_renew_keeps_the_lease_past_several_ttls() {
     let (url, _server) = redis_url();
     let name = unique("renew");
     let client = Client::connect(url.as_str()).await.unwrap();
+    // A 1 s TTL (renewed every ~333 ms) lets a renewal run ~650 ms late
+    // under load; 13 x 200 ms is still over 2.5 TTLs: without renewals the
+    // key would be long gone.
     let lease = client
-        .acquire(&name, &LockOptions::new(ms(300)).auto_renew(true))
+        .acquire(&name, &LockOptions::new(secs(1)).auto_renew(true))
         .await
         .unwrap();
     assert!(lease.auto_renew());
     let k = keys(&name);
-    for _ in 0..6 {
+    for _ in 0..13 {
         tokio::time::sleep(ms(200)).await;
         assert!(!lease.lost());
         assert!(lease.valid_for() > Duration::ZERO);
@@ -679,14 +682,16 @@ async fn a_dropped_lease_stops_renewing_and_expires() {
     let (url, _server) = redis_url();
     let name = unique("dropped");
     let client = Client::connect(url.as_str()).await.unwrap();
+    // 1 s, not 300 ms: a stall between acquire and the check below must not
+    // let the key expire before "dropping does not release" is seen.
     let lease = client
-        .acquire(&name, &LockOptions::new(ms(300)).auto_renew(true))
+        .acquire(&name, &LockOptions::new(secs(1)).auto_renew(true))
         .await
         .unwrap();
     let k = keys(&name);
     drop(lease);
     assert!(exists(&url, &k.lock), "dropping does not release");
-    eventually(secs(3), "the dropped lease's key expired", || {
+    eventually(secs(5), "the dropped lease's key expired", || {
         !exists(&url, &k.lock)
     })
     .await;
