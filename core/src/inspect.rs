@@ -214,7 +214,13 @@ mod tests {
     fn command_has_both_keys_and_the_tokens() {
         let c = inspect(1).command(0);
         assert_eq!(c.script, Script::Inspect);
-        assert_eq!(c.keys, vec![b"fencelock:{job}".to_vec(), b"fencelock:{job}:fence".to_vec()]);
+        assert_eq!(
+            c.keys,
+            vec![
+                b"fencelock:{job}".to_vec(),
+                b"fencelock:{job}:fence".to_vec()
+            ]
+        );
         assert_eq!(c.args, vec![b"tok".to_vec()]);
         assert!(!format!("{:?}", inspect(1)).contains("tok\""));
     }
@@ -223,13 +229,28 @@ mod tests {
     fn single_node() {
         let i = inspect(1);
         let free = i.combine(vec![i.read(reply(-2, Some("7"), 0))]).unwrap();
-        assert_eq!(free, LockInfo { held: false, ttl: None, fence: Some(7), held_by_me: false });
+        assert_eq!(
+            free,
+            LockInfo {
+                held: false,
+                ttl: None,
+                fence: Some(7),
+                held_by_me: false
+            }
+        );
         let held = i.combine(vec![i.read(reply(900, Some("8"), 1))]).unwrap();
         assert_eq!(
             held,
-            LockInfo { held: true, ttl: Some(Duration::from_millis(900)), fence: Some(8), held_by_me: true }
+            LockInfo {
+                held: true,
+                ttl: Some(Duration::from_millis(900)),
+                fence: Some(8),
+                held_by_me: true
+            }
         );
-        assert!(i.combine(vec![i.read(Reply::Error("ERR x".into()))]).is_err());
+        assert!(i
+            .combine(vec![i.read(Reply::Error("ERR x".into()))])
+            .is_err());
         assert!(i.read(Reply::Int(1)).is_err());
     }
 
@@ -245,7 +266,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             info,
-            LockInfo { held: true, ttl: Some(Duration::from_millis(500)), fence: Some(4), held_by_me: true }
+            LockInfo {
+                held: true,
+                ttl: Some(Duration::from_millis(500)),
+                fence: Some(4),
+                held_by_me: true
+            }
         );
         let minority = i
             .combine(vec![

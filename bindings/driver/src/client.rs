@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation,
-    RetryPolicy, Token, Wait,
+    Error, FenceGrace, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation, RetryPolicy,
+    Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 

@@ -25,7 +25,9 @@ async fn inspect_free_held_released_and_expired() {
     let lease = other.acquire(&name, &ttl(10_000)).await.unwrap();
     let info = me.inspect(&name).await.unwrap();
     assert!(info.held && !info.held_by_me);
-    assert!(info.ttl.unwrap() <= Duration::from_secs(10) && info.ttl.unwrap() > Duration::from_secs(8));
+    assert!(
+        info.ttl.unwrap() <= Duration::from_secs(10) && info.ttl.unwrap() > Duration::from_secs(8)
+    );
     assert_eq!(info.fence, Some(lease.fence()));
     assert!(other.inspect(&name).await.unwrap().held_by_me);
     assert!(lease.held().await.unwrap());
@@ -56,7 +58,10 @@ async fn inspect_free_held_released_and_expired() {
 async fn inspect_bad_names_and_closed_clients() {
     let (url, _server) = redis_url();
     let client = Client::connect(url.clone()).await.unwrap();
-    assert!(matches!(client.inspect("").await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        client.inspect("").await,
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(
         client.inspect(vec![b'x'; 2000]).await,
         Err(Error::InvalidArgument(_))
@@ -66,7 +71,10 @@ async fn inspect_bad_names_and_closed_clients() {
     client.close().await;
     let err = client.inspect(&name).await.unwrap_err();
     assert!(matches!(&err, Error::Closed { .. }), "{err:?}");
-    assert_eq!(err.lock_name().map(|n| n.as_bytes().to_vec()), Some(name.clone().into_bytes()));
+    assert_eq!(
+        err.lock_name().map(|n| n.as_bytes().to_vec()),
+        Some(name.clone().into_bytes())
+    );
     assert!(matches!(lease.held().await, Err(Error::Closed { .. })));
 }
 
@@ -81,13 +89,19 @@ async fn inspect_redlock_majority() {
     assert_eq!(info.fence, Some(lease.fence()));
     // Two of five nodes lose the key: a majority still holds it.
     for url in &urls[..2] {
-        let _: () = redis::cmd("DEL").arg(&keys(&name).lock).query(&mut conn(url)).unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(&keys(&name).lock)
+            .query(&mut conn(url))
+            .unwrap();
     }
     let info = me.inspect(&name).await.unwrap();
     assert!(info.held && info.held_by_me);
     assert!(lease.held().await.unwrap());
     // A third: no majority.
-    let _: () = redis::cmd("DEL").arg(&keys(&name).lock).query(&mut conn(&urls[2])).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&keys(&name).lock)
+        .query(&mut conn(&urls[2]))
+        .unwrap();
     let info = me.inspect(&name).await.unwrap();
     assert!(!info.held && !info.held_by_me && info.ttl.is_none());
     assert!(!lease.held().await.unwrap());

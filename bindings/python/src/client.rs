@@ -185,8 +185,9 @@ impl Connector {
         &self,
         py: Python<'_>,
         name: LockName,
-    ) -> PyResult<impl std::future::Future<Output = Result<LockInfo, fencelock::Error>> + Send + 'static>
-    {
+    ) -> PyResult<
+        impl std::future::Future<Output = Result<LockInfo, fencelock::Error>> + Send + 'static,
+    > {
         let cell = self.cell_for(py, &name, fencelock::Operation::Inspect)?;
         let config = self.config.clone();
         Ok(async move {

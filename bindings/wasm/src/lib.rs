@@ -577,7 +577,6 @@ impl WasmLock {
     }
 }
 
-
 /// `{ id, node, sha, keys, args, waitReplicas? }` (see `WasmLock::poll_command`).
 fn command_record(command: &fencelock_core::Command) -> JsValue {
     let bytes = |items: &[Vec<u8>]| -> Array {
