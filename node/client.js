@@ -112,6 +112,11 @@ class Lease {
     return call(() => this.#native.release(), this.#name)
   }
 
+  /** Ask Redis whether this lease still holds the lock (read-only). */
+  isHeld() {
+    return call(() => this.#native.held(), this.#name)
+  }
+
   [Symbol.asyncDispose]() {
     return this.release()
   }
@@ -193,6 +198,21 @@ class Client {
     const handle = grant.claim()
     if (handle == null) throw signal.reason
     return new Lease(kCreate, handle, name)
+  }
+
+  /**
+   * What Redis says about `name` now, read-only: `{ held, ttl, fence,
+   * heldByMe }` (`ttl` ms or null, `fence` bigint or null; never a token).
+   */
+  async inspect(name) {
+    checkName(name)
+    const info = await call(() => this.#native.inspect(name), name)
+    return Object.freeze({
+      held: info.held,
+      ttl: info.ttl ?? null,
+      fence: info.fence ?? null,
+      heldByMe: info.heldByMe,
+    })
   }
 
   /**

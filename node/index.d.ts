@@ -100,12 +100,32 @@ export declare class Client implements AsyncDisposable {
    */
   withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
   /**
+   * What Redis says about `name` now: one read-only round trip per node
+   * (with Redlock, the majority's view). A bad name rejects as acquire does.
+   */
+  inspect(name: LockName): Promise<LockInfo>
+  /**
    * Close the connections. Leases still held expire by their TTL; pending
    * and later acquires, and extend/release of its leases, reject with
    * ClientClosedError (a RedisError).
    */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
+}
+
+/** What {@link Client.inspect} found in Redis. Never carries a token. */
+export interface LockInfo {
+  /** Someone holds the lock (a majority of the nodes, with Redlock). */
+  readonly held: boolean
+  /** The holder's remaining TTL in ms; null when free. */
+  readonly ttl: number | null
+  /**
+   * The last fence issued while its key remains (the lock ttl plus
+   * `fenceGrace` after the last grant: also after a release), else null.
+   */
+  readonly fence: bigint | null
+  /** The holder is a live lease of this client. */
+  readonly heldByMe: boolean
 }
 
 /** A held lock. `util.inspect`, `toString()` and `JSON.stringify` never show the token. */
@@ -129,6 +149,8 @@ export declare class Lease implements AsyncDisposable {
   extend(ttl?: number): Promise<void>
   /** Release; LockLostError if the lease was lost; a second call is a no-op. */
   release(): Promise<void>
+  /** Ask Redis whether this lease still holds the lock (read-only): false once released, expired or taken over. */
+  isHeld(): Promise<boolean>
   /** `await using lease = await client.acquire(...)` releases at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>
   toString(): string

@@ -15,6 +15,11 @@ export declare class CancelHandle {
 export declare class NativeClient {
   acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant>
   tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant | undefined | null>
+  /**
+   * What Redis says about `name` now (read-only); `client.js` turns the
+   * absent `ttl` / `fence` into null.
+   */
+  inspect(name: NameArg): Promise<NativeLockInfo>
   close(): Promise<undefined>
 }
 
@@ -51,7 +56,18 @@ export declare class NativeLease {
   watchLost(callback: LostCallback): void
   extend(ttl: NumberArg): Promise<undefined>
   release(): Promise<undefined>
+  /** Whether this lease still holds the lock, asked of Redis. */
+  held(): Promise<boolean>
 }
 
 /** Connect to one Redis URL or to several independent nodes (Redlock). */
 export declare function connect(urls: string | Array<string> | unknown, options: OptionsArg): Promise<NativeClient>
+
+/** `client.inspect(name)`'s answer (never a token). */
+export interface NativeLockInfo {
+  held: boolean
+  /** The holder's remaining TTL in whole ms. */
+  ttl?: number
+  fence?: bigint
+  heldByMe: boolean
+}

@@ -59,15 +59,17 @@ pub enum Operation {
     Acquire,
     Extend,
     Release,
+    Inspect,
 }
 
 impl Operation {
-    /// `"acquire"`, `"extend"` or `"release"`.
+    /// `"acquire"`, `"extend"`, `"release"` or `"inspect"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
             Operation::Extend => "extend",
             Operation::Release => "release",
+            Operation::Inspect => "inspect",
         }
     }
 }

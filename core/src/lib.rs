@@ -66,6 +66,7 @@
 //! running to renew, or stop and let the key expire), [`Progress::Finished`].
 
 mod error;
+mod inspect;
 mod io;
 pub mod keys;
 mod lock;
@@ -76,6 +77,7 @@ mod time;
 mod ttl;
 
 pub use error::{Error, NotAcquiredReason, Operation};
+pub use inspect::{Inspect, LockInfo, NodeView};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LockKeys};
 pub use lock::{Lock, LockConfig, Progress, State, Token};

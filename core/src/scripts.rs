@@ -20,15 +20,20 @@ pub enum Script {
     /// the node holds our token now (put back with SET NX), 0 if someone
     /// else's. Sent only while a majority holds our token.
     Reclaim,
+    /// `KEYS[lock, fence]`, `ARGV[token...]` (the caller's own, maybe none)
+    /// → `{pttl (-2 free), fence or nil, 1 if the lock holds one of ARGV}`.
+    /// Read-only; never returns the holder's token.
+    Inspect,
 }
 
 impl Script {
-    pub const ALL: [Script; 5] = [
+    pub const ALL: [Script; 6] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
         Script::RaiseFence,
         Script::Reclaim,
+        Script::Inspect,
     ];
 
     /// The script's name in test vectors and logs.
@@ -39,6 +44,7 @@ impl Script {
             Script::Extend => "extend",
             Script::RaiseFence => "raise_fence",
             Script::Reclaim => "reclaim",
+            Script::Inspect => "inspect",
         }
     }
 
@@ -49,6 +55,7 @@ impl Script {
             Script::Extend => include_str!("scripts/extend.lua"),
             Script::RaiseFence => include_str!("scripts/raise_fence.lua"),
             Script::Reclaim => include_str!("scripts/reclaim.lua"),
+            Script::Inspect => include_str!("scripts/inspect.lua"),
         }
     }
 
@@ -60,6 +67,7 @@ impl Script {
             Script::Extend => "a17cd7d2bbb874e4b1fc1f6d082af8c7d278ac60",
             Script::RaiseFence => "e2c72c567fae89a791079441727c4613fbb19faa",
             Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
+            Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
         }
     }
 }

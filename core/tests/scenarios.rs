@@ -639,7 +639,9 @@ mod fake_redis {
     fn cmd(script: Script, args: &[&str]) -> Command {
         let keys = KeySpace::default().keys(&LockName::new("x").unwrap());
         let keys = match script {
-            Script::Acquire | Script::Extend | Script::Reclaim => vec![keys.lock, keys.fence],
+            Script::Acquire | Script::Extend | Script::Reclaim | Script::Inspect => {
+                vec![keys.lock, keys.fence]
+            }
             Script::Release => vec![keys.lock, keys.channel],
             Script::RaiseFence => vec![keys.fence],
         };

@@ -63,6 +63,17 @@ test('README JavaScript quick start runs', async () => {
   assert.match(out, /NOT_ACQUIRED/)
 })
 
+test('README "Inspecting a lock" snippet runs', async () => {
+  const [, js] = blocks('js')
+  const file = path.join(tmp, 'inspect.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /inspect: held true, ttl \d+ ms, fence true, mine true/)
+  assert.match(out, /isHeld true/)
+  assert.match(out, /after release false/)
+})
+
 test('README TypeScript quick start type-checks and runs', async () => {
   const ts = require('typescript')
   const [source] = blocks('ts')

@@ -126,6 +126,9 @@ class WasmClient {
   #queues = new NameQueues()
   #notifier
   #actors = new Set()
+  // Each live actor's name (latin1 of its bytes) and token: `inspect`'s
+  // heldByMe asks Redis about these (never shown).
+  #owned = new Map()
   #closed = false
 
   constructor(adapters, options) {
@@ -151,6 +154,7 @@ class WasmClient {
     return new Promise((resolve, reject) => {
       const actor = new Actor(this, spec, shown, token, { resolve, reject, tryOnce })
       this.#actors.add(actor)
+      this.#owned.set(actor, { key: buffer(spec.nameBytes).toString('latin1'), token })
       actor.start(cancel).catch(reject) // a bug, not an outcome: surface it to the caller
     })
   }
@@ -170,6 +174,34 @@ class WasmClient {
   }
   finished(actor) {
     this.#actors.delete(actor)
+    this.#owned.delete(actor)
+  }
+
+  /** `client.inspect(name)`: the core's view over every node (read-only). */
+  async inspect(name) {
+    // Throws (tagged) on a bad name, before anything is sent.
+    const probe = new core.WasmInspect(this.#config, name, [], this.#adapters.length)
+    const key = buffer(probe.nameBytes).toString('latin1')
+    const tokens = [...this.#owned.values()].filter((o) => o.key === key).map((o) => o.token)
+    return this.runInspect(new core.WasmInspect(this.#config, name, tokens, this.#adapters.length))
+  }
+
+  /** Run one `core.WasmInspect` on every node; resolves to its result. */
+  async runInspect(inspect) {
+    if (this.#closed) throw new Error(inspect.closedMessage())
+    const outcomes = await Promise.all(this.#adapters.map((adapter, node) => run(adapter, inspect.command(node), this.#config.responseTimeout)))
+    for (const [kind, value] of outcomes) {
+      if (kind === 'reply') inspect.handleReply(value)
+      else if (kind === 'error') inspect.handleError(value)
+      else inspect.handleUnknown(value)
+    }
+    return inspect.result()
+  }
+
+  /** `lease.isHeld()`: whether a majority holds `token` for `name`. */
+  async held(name, token) {
+    const info = await this.runInspect(new core.WasmInspect(this.#config, name, [token], this.#adapters.length))
+    return info.heldByMe
   }
 
   /**
@@ -455,6 +487,10 @@ class Actor {
 
   // ---- for the lease handle
 
+  held(name, token) {
+    return this.#client.held(name, token)
+  }
+
   request(kind, ttl) {
     return new Promise((resolve, reject) => {
       this.#requests.push({ kind, ttl, resolve, reject })
@@ -527,6 +563,9 @@ class LeaseHandle {
   }
   release() {
     return this.#actor.request('release')
+  }
+  held() {
+    return this.#actor.held(this.#name, this.#token)
   }
 }
 

@@ -3,9 +3,9 @@
 
 /// <reference types="node" />
 
-import type { Lease, LockName, LockOptions } from '../index.js'
+import type { Lease, LockInfo, LockName, LockOptions } from '../index.js'
 export { Lease, LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError } from '../index.js'
-export type { LockName, LockOptions } from '../index.js'
+export type { LockInfo, LockName, LockOptions } from '../index.js'
 
 /** Options of {@link Client.fromRedis}. */
 export interface FromRedisOptions {
@@ -64,6 +64,8 @@ export declare class Client implements AsyncDisposable {
   acquire(name: LockName, options: LockOptions): Promise<Lease>
   tryAcquire(name: LockName, options: LockOptions): Promise<Lease | null>
   withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** What Redis says about `name` now (read-only; with Redlock, the majority's view). */
+  inspect(name: LockName): Promise<LockInfo>
   /**
    * Stop: pending and later acquires reject with ClientClosedError, held
    * leases stop renewing and expire by their TTL (their extend and release

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Awaitable, Callable, Optional, Type, Union
 
 from . import _native
-from ._native import AsyncLease, Lease
+from ._native import AsyncLease, Lease, LockInfo
 from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError
 
 __version__: str = _native.__version__
@@ -33,6 +33,7 @@ __all__ = [
     "Lease",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLost",
     "NotAcquired",
     "RedisError",

@@ -18,6 +18,25 @@ _Urls = Union[str, List[str], Tuple[str, ...]]
 # PEM text (str or bytes) or a path to a PEM file.
 _Pem = Union[str, bytes, "os.PathLike[str]"]
 
+@final
+class LockInfo:
+    """What ``Client.inspect`` found in Redis; never carries a token."""
+
+    @property
+    def held(self) -> bool:
+        """Someone holds the lock (a majority of the nodes, with Redlock)."""
+    @property
+    def ttl(self) -> Optional[float]:
+        """The holder's remaining TTL in seconds; ``None`` when free."""
+    @property
+    def fence(self) -> Optional[int]:
+        """The last fence issued while its key remains (the lock ttl plus
+        ``fence_grace`` after the last grant: also after a release), else
+        ``None``."""
+    @property
+    def held_by_me(self) -> bool:
+        """The holder is a live lease of this client."""
+
 class Lease:
     """A held lock (blocking API)."""
 
@@ -45,6 +64,9 @@ class Lease:
     def release(self) -> None:
         """Release. ``LockLost`` if the lease was lost; a second call is a
         no-op."""
+    def held(self) -> bool:
+        """Ask Redis whether this lease still holds the lock (one read-only
+        round trip): ``False`` once released, expired or taken over."""
     def on_lost(self, callback: Callable[["Lease"], object]) -> None:
         """Call ``callback(lease)`` (from a background thread) once the lease
         is lost. Not called after a successful release."""
@@ -66,6 +88,7 @@ class AsyncLease:
     def lost(self) -> bool: ...
     def extend(self, ttl: Optional[float] = None) -> asyncio.Future[None]: ...
     def release(self) -> asyncio.Future[None]: ...
+    def held(self) -> asyncio.Future[bool]: ...
     def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
 
@@ -115,6 +138,10 @@ class Client:
         on_lost: Optional[Callable[[Lease], object]] = None,
         # </gen_stubs>
     ) -> Optional[Lease]: ...
+    def inspect(self, name: _Name) -> LockInfo:
+        """What Redis says about ``name`` now (read-only, one round trip per
+        node; with Redlock the majority's view). A bad name raises as
+        ``acquire`` does."""
     def close(self) -> None:
         """Leases still held expire by their TTL; later acquires, and
         extend/release of this client's leases, raise ``ClientClosed``."""
@@ -158,6 +185,7 @@ class AsyncClient:
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...
+    def inspect(self, name: _Name) -> asyncio.Future[LockInfo]: ...
     def close(self) -> asyncio.Future[None]:
         """As ``Client.close``; pending acquires fail with ``ClientClosed``."""
 

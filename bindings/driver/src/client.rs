@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, KeySpace, LockConfig, LockName, Operation, RetryPolicy, Token, Wait,
+    Error, FenceGrace, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation, RetryPolicy,
+    Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -166,6 +167,7 @@ impl Client {
                     replicas: (config.replicas, config.response_timeout / 2),
                     not_published_logged: AtomicBool::new(false),
                     actors: tokio_util::task::TaskTracker::new(),
+                    owned: Default::default(),
                 }))),
                 keyspace: config.keyspace.clone(),
                 fence_grace: config.fence_grace,
@@ -298,6 +300,31 @@ impl Client {
             place,
             answered: false,
         })
+    }
+
+    /// What Redis says about `name` now, in one round trip per node (read
+    /// only): whether it is held, the holder's remaining TTL, the last fence
+    /// issued (while the fence key remains: a free lock may still show its
+    /// last holder's fence), and whether the holder is a live lease of this
+    /// client. With Redlock the majority's view (see [`LockInfo`]). A bad
+    /// name is the same `InvalidArgument` as `acquire`'s; nothing is written.
+    pub async fn inspect(&self, name: impl AsRef<[u8]>) -> Result<LockInfo, Error> {
+        self.inspect_named(LockName::new(name)?).await
+    }
+
+    /// [`Client::inspect`] for a name validated already (the bindings').
+    pub async fn inspect_named(&self, name: LockName) -> Result<LockInfo, Error> {
+        let conns = self
+            .inner
+            .conns
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| Error::closed(&name, Operation::Inspect))?;
+        let keys = self.inner.keyspace.keys(&name);
+        let tokens = conns.tokens(&name);
+        let inspect = Inspect::new(name, &keys, &tokens, conns.nodes.len());
+        conns.inspect(&inspect).await
     }
 
     /// Close the connections. Auto-renewal stops and leases still held

@@ -107,9 +107,13 @@ pub(crate) async fn run(job: Job) {
         Wait::Forever => None,
     };
 
-    // Phase 2: the remote protocol.
+    // Phase 2: the remote protocol. From here until the actor ends, the
+    // token is this client's for `Client::inspect`'s `held_by_me`.
+    let _owned = conns.own(&config.name, &config.token);
     let parts = LeaseParts {
         name: config.name.clone(),
+        keys: config.keys.clone(),
+        conns: Arc::downgrade(&conns),
         token: config.token.0.clone(),
         ttl: config.ttl.as_duration(),
         auto_renew: config.auto_renew,

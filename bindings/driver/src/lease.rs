@@ -5,13 +5,14 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use fencelock_core::{Error, Lock, LockName, Operation, Ttl};
+use fencelock_core::{Error, Inspect, Lock, LockKeys, LockName, Operation, Token, Ttl};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock;
+use crate::connections::Connections;
 
 /// How a lease ended, as far as its holder can learn: the one loss watcher
 /// ([`Lease::on_lost`], [`Lease::lost_signal`]) waits on this.
@@ -108,6 +109,8 @@ pub(crate) enum Request {
 /// `Debug` never shows the token.
 pub struct Lease {
     name: LockName,
+    keys: LockKeys,
+    conns: Weak<Connections>,
     token: String,
     fence: u64,
     ttl: Duration,
@@ -121,6 +124,9 @@ pub struct Lease {
 /// The parts of a [`Lease`] known before the lock is won.
 pub(crate) struct LeaseParts {
     pub name: LockName,
+    pub keys: LockKeys,
+    /// Weak: a lease does not keep a closed client's connections open.
+    pub conns: Weak<Connections>,
     pub token: String,
     pub ttl: Duration,
     pub auto_renew: bool,
@@ -136,12 +142,16 @@ impl Lease {
     ) -> Lease {
         let LeaseParts {
             name,
+            keys,
+            conns,
             token,
             ttl,
             auto_renew,
         } = parts;
         Lease {
             name,
+            keys,
+            conns,
             token,
             fence,
             ttl,
@@ -243,6 +253,19 @@ impl Lease {
     pub async fn release(&self) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
         self.ask(Operation::Release, Request::Release(tx), rx).await
+    }
+
+    /// Ask Redis whether this lease still holds the lock (a majority of the
+    /// nodes, with Redlock): one read-only round trip. `false` once
+    /// released, expired or taken over; `Closed` after the client was closed.
+    pub async fn held(&self) -> Result<bool, Error> {
+        let conns = self
+            .conns
+            .upgrade()
+            .ok_or_else(|| Error::closed(&self.name, Operation::Inspect))?;
+        let token = Token(self.token.clone());
+        let inspect = Inspect::new(self.name.clone(), &self.keys, [&token], conns.nodes.len());
+        Ok(conns.inspect(&inspect).await?.held_by_me)
     }
 
     async fn ask(

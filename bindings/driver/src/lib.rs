@@ -104,8 +104,8 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    Error, FenceGrace, KeySpace, LockName, NotAcquiredReason, Operation, Timeout, Ttl, Wait,
-    MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    Error, FenceGrace, KeySpace, LockInfo, LockName, NotAcquiredReason, Operation, Timeout, Ttl,
+    Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};

@@ -468,6 +468,27 @@ impl NativeClient {
         })
     }
 
+    /// What Redis says about `name` now (read-only); `client.js` turns the
+    /// absent `ttl` / `fence` into null.
+    #[napi]
+    pub fn inspect<'env>(
+        &self,
+        env: &'env Env,
+        name: NameArg<'_>,
+    ) -> Result<PromiseRaw<'env, NativeLockInfo>> {
+        let name = name_arg(name)?;
+        let client = self.inner.clone();
+        env.spawn_future(async move {
+            let info = client.inspect_named(name.name).await.map_err(lock_error)?;
+            Ok(NativeLockInfo {
+                held: info.held,
+                ttl: info.ttl.map(|d| d.as_millis() as f64),
+                fence: info.fence.map(BigInt::from),
+                held_by_me: info.held_by_me,
+            })
+        })
+    }
+
     #[napi]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let client = self.inner.clone();
@@ -475,6 +496,27 @@ impl NativeClient {
             client.close().await;
             Ok(())
         })
+    }
+}
+
+/// `client.inspect(name)`'s answer (never a token).
+#[napi(object)]
+pub struct NativeLockInfo {
+    pub held: bool,
+    /// The holder's remaining TTL in whole ms.
+    pub ttl: Option<f64>,
+    pub fence: Option<BigInt>,
+    pub held_by_me: bool,
+}
+
+impl std::fmt::Debug for NativeLockInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeLockInfo")
+            .field("held", &self.held)
+            .field("ttl", &self.ttl)
+            .field("fence", &self.fence.as_ref().map(|b| b.get_u64().1))
+            .field("held_by_me", &self.held_by_me)
+            .finish()
     }
 }
 
@@ -572,5 +614,12 @@ impl NativeLease {
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let lease = Arc::clone(&self.inner);
         env.spawn_future(async move { lease.release().await.map_err(lock_error) })
+    }
+
+    /// Whether this lease still holds the lock, asked of Redis.
+    #[napi]
+    pub fn held<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+        let lease = Arc::clone(&self.inner);
+        env.spawn_future(async move { lease.held().await.map_err(lock_error) })
     }
 }

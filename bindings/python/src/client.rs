@@ -9,6 +9,7 @@ use tokio::sync::OnceCell;
 
 use crate::convert::{self, Name};
 use crate::errors::{self, Reply};
+use crate::info::LockInfo;
 use crate::lease::{self, Grant, Lease, LeaseCore};
 use crate::logging;
 use crate::process_local::ProcessLocal;
@@ -103,11 +104,21 @@ impl Connector {
 
     /// The connection cell for this process (see [`State::cell`]).
     fn cell(&self, py: Python<'_>, name: &LockName) -> PyResult<Cell> {
+        self.cell_for(py, name, fencelock::Operation::Acquire)
+    }
+
+    /// [`Connector::cell`]; `operation` is what a closed client refuses.
+    fn cell_for(
+        &self,
+        py: Python<'_>,
+        name: &LockName,
+        operation: fencelock::Operation,
+    ) -> PyResult<Cell> {
         logging::refresh(py);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let cell = state.cell.renew(Cell::default).clone();
         if state.closed {
-            let closed = fencelock::Error::closed(name, fencelock::Operation::Acquire);
+            let closed = fencelock::Error::closed(name, operation);
             return Err(errors::to_py(py, closed));
         }
         Ok(cell)
@@ -167,6 +178,24 @@ impl Connector {
         Ok(Box::pin(async move {
             start(&client.await?, name, &options, once).await
         }))
+    }
+
+    /// `inspect(name)`: connects on first use, like an acquire.
+    fn inspect(
+        &self,
+        py: Python<'_>,
+        name: LockName,
+    ) -> PyResult<
+        impl std::future::Future<Output = Result<LockInfo, fencelock::Error>> + Send + 'static,
+    > {
+        let cell = self.cell_for(py, &name, fencelock::Operation::Inspect)?;
+        let config = self.config.clone();
+        Ok(async move {
+            let client = cell
+                .get_or_try_init(|| fencelock::Client::connect_config(config))
+                .await?;
+            client.inspect_named(name).await.map(LockInfo::new)
+        })
     }
 
     fn repr(&self, class: &str) -> String {
@@ -324,6 +353,13 @@ impl Client {
         }
     }
 
+    /// What Redis says about `name` now: a `LockInfo` (read-only).
+    fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<LockInfo> {
+        let name = convert::name(name)?;
+        let inspecting = self.connector.inspect(py, name.lock)?;
+        runtime::block_on(py, inspecting)?.map_err(|e| errors::to_py(py, e))
+    }
+
     /// Close the connections. Leases still held expire by their TTL.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let cell = self.connector.close(py);
@@ -452,6 +488,17 @@ impl AsyncClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let request = request(name, ttl, None, auto_renew, on_lost)?;
         self.start(py, request, true)
+    }
+
+    /// An awaitable of a `LockInfo` (read-only).
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let name = convert::name(name)?;
+        let inspecting = self.connector.inspect(py, name.lock)?;
+        runtime::future_into_py(py, async move { Ok(Reply::new(inspecting.await)) })
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

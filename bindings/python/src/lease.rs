@@ -171,6 +171,14 @@ impl Lease {
         result.map_err(|e| errors::to_py(py, e))
     }
 
+    /// Ask Redis whether this lease still holds the lock (one round trip).
+    fn held(&self, py: Python<'_>) -> PyResult<bool> {
+        crate::logging::refresh(py);
+        let lease = self.core.check_process()?;
+        let result = runtime::block_on(py, async move { lease.held().await })?;
+        result.map_err(|e| errors::to_py(py, e))
+    }
+
     /// Call `callback(lease)` (from a background thread) once the lease is
     /// lost: renewal failed or validity ran out. Not called after a release.
     fn on_lost(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -213,6 +221,13 @@ impl AsyncLease {
         runtime::future_into_py(py, async move {
             Ok(errors::Reply::new(lease.release().await))
         })
+    }
+
+    /// An awaitable: whether this lease still holds the lock, asked of Redis.
+    fn held<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::logging::refresh(py);
+        let lease = self.core.check_process()?;
+        runtime::future_into_py(py, async move { Ok(errors::Reply::new(lease.held().await)) })
     }
 
     /// Call `callback(lease)` in the event loop (`call_soon_threadsafe`) once

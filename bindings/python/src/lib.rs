@@ -7,6 +7,7 @@
 mod client;
 mod convert;
 mod errors;
+mod info;
 mod interpreter;
 mod lease;
 mod logging;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<client::AsyncClient>()?;
     m.add_class::<lease::Lease>()?;
+    m.add_class::<info::LockInfo>()?;
     m.add_class::<lease::AsyncLease>()?;
     m.add_class::<lease::Grant>()?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;

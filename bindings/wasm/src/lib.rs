@@ -21,8 +21,8 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Operation, Progress,
-    Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait,
+    Error, Event, FenceGrace, Inspect, Instant, KeySpace, Lock, LockConfig, LockName, NodeView,
+    Operation, Progress, Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -322,6 +322,100 @@ impl LockSpec {
     }
 }
 
+// ---------------------------------------------------------------- inspect
+
+/// One `client.inspect(name)` / `lease.isHeld()`: the core's [`Inspect`];
+/// the driver runs `command(node)` on every node, hands each outcome in
+/// (`handleReply` / `handleError` / `handleUnknown`, one per node), then
+/// reads `result()`.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct WasmInspect {
+    inspect: Inspect,
+    views: Vec<Result<NodeView, Error>>,
+}
+
+#[wasm_bindgen]
+impl WasmInspect {
+    /// `tokens`: the caller's own tokens for `name` (strings), for `heldByMe`.
+    /// A bad name throws as `LockSpec` does.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        client: &ClientConfig,
+        name: JsValue,
+        tokens: Array,
+        nodes: usize,
+    ) -> Result<WasmInspect, JsValue> {
+        let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
+        let keys = client.keys.keys(&name);
+        let tokens: Vec<Token> = tokens
+            .iter()
+            .filter_map(|t| t.as_string())
+            .map(Token)
+            .collect();
+        Ok(WasmInspect {
+            inspect: Inspect::new(name, &keys, &tokens, nodes),
+            views: Vec::new(),
+        })
+    }
+
+    #[wasm_bindgen(getter, js_name = nameBytes)]
+    pub fn name_bytes(&self) -> Vec<u8> {
+        self.inspect.name().as_bytes().to_vec()
+    }
+
+    #[wasm_bindgen(js_name = closedMessage)]
+    pub fn closed_message(&self) -> String {
+        lock_tag(&Error::closed(self.inspect.name(), Operation::Inspect))
+    }
+
+    /// The command for node `node` (`{ id, node, sha, keys, args }`).
+    pub fn command(&self, node: usize) -> JsValue {
+        command_record(&self.inspect.command(node))
+    }
+
+    #[wasm_bindgen(js_name = handleReply)]
+    pub fn handle_reply(&mut self, reply: JsValue) {
+        let view = self.inspect.read(to_reply(&reply));
+        self.views.push(view);
+    }
+
+    #[wasm_bindgen(js_name = handleError)]
+    pub fn handle_error(&mut self, message: String) {
+        let view = self.inspect.read(Reply::Error(message));
+        self.views.push(view);
+    }
+
+    #[wasm_bindgen(js_name = handleUnknown)]
+    pub fn handle_unknown(&mut self, message: String) {
+        let view = self.inspect.read(Reply::Unknown(message));
+        self.views.push(view);
+    }
+
+    /// `{ held, ttl (ms or null), fence (bigint or null), heldByMe }`, or
+    /// throws the tagged error (too few nodes answered).
+    pub fn result(&self) -> Result<JsValue, JsValue> {
+        let info = self
+            .inspect
+            .combine(self.views.clone())
+            .map_err(lock_error)?;
+        Ok(record(&[
+            ("held", JsValue::from(info.held)),
+            (
+                "ttl",
+                info.ttl
+                    .map_or(JsValue::NULL, |d| JsValue::from(d.as_millis() as f64)),
+            ),
+            (
+                "fence",
+                info.fence
+                    .map_or(JsValue::NULL, |f| js_sys::BigInt::from(f).into()),
+            ),
+            ("heldByMe", JsValue::from(info.held_by_me)),
+        ]))
+    }
+}
+
 // ---------------------------------------------------------------- the lock
 
 /// The core's [`Lock`], with JavaScript values in and out.
@@ -388,29 +482,7 @@ impl WasmLock {
         let Some(command) = self.lock.poll_command() else {
             return JsValue::UNDEFINED;
         };
-        let bytes = |items: &[Vec<u8>]| -> Array {
-            items
-                .iter()
-                .map(|item| JsValue::from(Uint8Array::from(item.as_slice())))
-                .collect()
-        };
-        let mut fields = vec![
-            ("id", JsValue::from(command.id.0 as f64)),
-            ("node", JsValue::from(command.node as f64)),
-            ("sha", JsValue::from_str(command.script.sha1())),
-            ("keys", bytes(&command.keys).into()),
-            ("args", bytes(&command.args).into()),
-        ];
-        if let Some(wait) = command.wait_replicas {
-            let pair: Array = [
-                JsValue::from(wait.replicas),
-                JsValue::from(wait.timeout.as_millis() as f64),
-            ]
-            .iter()
-            .collect();
-            fields.push(("waitReplicas", pair.into()));
-        }
-        record(&fields)
+        command_record(&command)
     }
 
     /// When to call `handleTimeout` next (ms on the `now` clock), if ever.
@@ -503,6 +575,33 @@ impl WasmLock {
         self.lock
             .handle_reply(instant(now), fencelock_core::CommandId(id as u64), reply);
     }
+}
+
+/// `{ id, node, sha, keys, args, waitReplicas? }` (see `WasmLock::poll_command`).
+fn command_record(command: &fencelock_core::Command) -> JsValue {
+    let bytes = |items: &[Vec<u8>]| -> Array {
+        items
+            .iter()
+            .map(|item| JsValue::from(Uint8Array::from(item.as_slice())))
+            .collect()
+    };
+    let mut fields = vec![
+        ("id", JsValue::from(command.id.0 as f64)),
+        ("node", JsValue::from(command.node as f64)),
+        ("sha", JsValue::from_str(command.script.sha1())),
+        ("keys", bytes(&command.keys).into()),
+        ("args", bytes(&command.args).into()),
+    ];
+    if let Some(wait) = command.wait_replicas {
+        let pair: Array = [
+            JsValue::from(wait.replicas),
+            JsValue::from(wait.timeout.as_millis() as f64),
+        ]
+        .iter()
+        .collect();
+        fields.push(("waitReplicas", pair.into()));
+    }
+    record(&fields)
 }
 
 /// The source of the script with this SHA1, for `EVAL` after `NOSCRIPT`.

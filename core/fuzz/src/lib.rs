@@ -357,7 +357,7 @@ impl Harness {
                     self.holds_until[node] = Some(cur.map_or(until, |c| c.max(until)));
                 }
             }
-            Script::Release | Script::RaiseFence => {}
+            Script::Release | Script::RaiseFence | Script::Inspect => {}
         }
         let now = self.now;
         self.lock.handle_reply(now, CommandId(id), reply);

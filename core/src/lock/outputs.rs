@@ -97,6 +97,7 @@ impl Lock {
             Script::Release => unreachable!("built by push_release"),
             Script::RaiseFence => unreachable!("built by push_raise_fence"),
             Script::Reclaim => unreachable!("built by push_reclaim"),
+            Script::Inspect => unreachable!("not a lock's command: see inspect.rs"),
         };
         self.push(node, script, keys, args)
     }

@@ -259,6 +259,27 @@ impl Node {
                 }
                 (Reply::Int(1), None)
             }
+            // {PTTL lock (-2 free), GET fence or nil, GET lock in ARGV}
+            Script::Inspect => {
+                let (Some(lock), Some(fence_key)) = (key(0), key(1)) else {
+                    return err("ERR wrong number of arguments");
+                };
+                let (pttl, ours) = match self.live(&lock, now).map(|e| e.clone()) {
+                    None => (-2, false),
+                    Some((holder, exp)) => (
+                        exp.map_or(-1, |e| self.server_ms(e - now) as i64),
+                        cmd.args.contains(&holder),
+                    ),
+                };
+                let fence = match self.live(&fence_key, now) {
+                    Some((v, _)) => Reply::Bulk(v.clone()),
+                    None => Reply::Nil,
+                };
+                (
+                    Reply::Array(vec![Reply::Int(pttl), fence, Reply::Int(i64::from(ours))]),
+                    None,
+                )
+            }
         }
     }
 

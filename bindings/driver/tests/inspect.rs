@@ -1,0 +1,108 @@
+//! `Client::inspect` and `Lease::held`: read-only views of a lock in Redis.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fencelock::{Client, Error, LockOptions};
+
+fn ttl(ms: u64) -> LockOptions {
+    LockOptions::new(Duration::from_millis(ms))
+}
+
+#[tokio::test]
+async fn inspect_free_held_released_and_expired() {
+    let (url, _server) = redis_url();
+    let me = Client::connect(url.clone()).await.unwrap();
+    let other = Client::connect(url.clone()).await.unwrap();
+    let name = unique("inspect");
+
+    let free = me.inspect(&name).await.unwrap();
+    assert!(!free.held && !free.held_by_me);
+    assert_eq!((free.ttl, free.fence), (None, None));
+
+    let lease = other.acquire(&name, &ttl(10_000)).await.unwrap();
+    let info = me.inspect(&name).await.unwrap();
+    assert!(info.held && !info.held_by_me);
+    assert!(
+        info.ttl.unwrap() <= Duration::from_secs(10) && info.ttl.unwrap() > Duration::from_secs(8)
+    );
+    assert_eq!(info.fence, Some(lease.fence()));
+    assert!(other.inspect(&name).await.unwrap().held_by_me);
+    assert!(lease.held().await.unwrap());
+    let shown = format!("{info:?}");
+    assert!(!shown.contains(lease.token()), "{shown}");
+
+    lease.release().await.unwrap();
+    assert!(!lease.held().await.unwrap());
+    let after = me.inspect(&name).await.unwrap();
+    assert!(!after.held && !after.held_by_me && after.ttl.is_none());
+    // The fence key outlives the lock (ttl + fence grace).
+    assert_eq!(after.fence, Some(lease.fence()));
+
+    let mine = me
+        .acquire(&name, &ttl(300).auto_renew(false))
+        .await
+        .unwrap();
+    let info = me.inspect(&name).await.unwrap();
+    assert!(info.held && info.held_by_me);
+    assert!(info.fence.unwrap() > lease.fence());
+    assert!(!other.inspect(&name).await.unwrap().held_by_me);
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(!me.inspect(&name).await.unwrap().held);
+    assert!(!mine.held().await.unwrap());
+}
+
+#[tokio::test]
+async fn inspect_bad_names_and_closed_clients() {
+    let (url, _server) = redis_url();
+    let client = Client::connect(url.clone()).await.unwrap();
+    assert!(matches!(
+        client.inspect("").await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        client.inspect(vec![b'x'; 2000]).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let name = unique("inspect-closed");
+    let lease = client.acquire(&name, &ttl(5_000)).await.unwrap();
+    client.close().await;
+    let err = client.inspect(&name).await.unwrap_err();
+    assert!(matches!(&err, Error::Closed { .. }), "{err:?}");
+    assert_eq!(
+        err.lock_name().map(|n| n.as_bytes().to_vec()),
+        Some(name.clone().into_bytes())
+    );
+    assert!(matches!(lease.held().await, Err(Error::Closed { .. })));
+}
+
+#[tokio::test]
+async fn inspect_redlock_majority() {
+    let (urls, _servers) = redlock_urls();
+    let me = Client::connect(urls.clone()).await.unwrap();
+    let name = unique("inspect-redlock");
+    let lease = me.acquire(&name, &ttl(10_000)).await.unwrap();
+    let info = me.inspect(&name).await.unwrap();
+    assert!(info.held && info.held_by_me);
+    assert_eq!(info.fence, Some(lease.fence()));
+    // Two of five nodes lose the key: a majority still holds it.
+    for url in &urls[..2] {
+        let _: () = redis::cmd("DEL")
+            .arg(&keys(&name).lock)
+            .query(&mut conn(url))
+            .unwrap();
+    }
+    let info = me.inspect(&name).await.unwrap();
+    assert!(info.held && info.held_by_me);
+    assert!(lease.held().await.unwrap());
+    // A third: no majority.
+    let _: () = redis::cmd("DEL")
+        .arg(&keys(&name).lock)
+        .query(&mut conn(&urls[2]))
+        .unwrap();
+    let info = me.inspect(&name).await.unwrap();
+    assert!(!info.held && !info.held_by_me && info.ttl.is_none());
+    assert!(!lease.held().await.unwrap());
+}
