@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, List
+from typing import Callable, Iterator, List
 
 import pytest
 
@@ -107,6 +107,18 @@ def test_client_works_in_forked_child_while_parent_threads_are_busy(redis_url: s
     spare.close()
 
 
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler, whatever SIGINT this run inherited. A
+    suite started in the background (`make test &`, nohup) inherits SIGINT
+    ignored, Python then installs no handler, and interrupt_main() does
+    nothing: the acquire would simply wait for the holder's TTL."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_interrupts_blocking_acquire_promptly_and_leaves_nothing(redis_url: str, r: Redis, name: str) -> None:
     assert threading.current_thread() is threading.main_thread()
     holder_client = fencelock.Client(redis_url)
@@ -137,6 +149,7 @@ def test_ctrl_c_interrupts_blocking_acquire_promptly_and_leaves_nothing(redis_ur
     client.close()
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_at_random_moments_of_a_blocked_acquire(redis_url: str, r: Redis, name: str) -> None:
     """Interrupt blocked acquires after random delays (inside the Rust call:
     a KeyboardInterrupt that lands in Python code after `acquire` returned is
