@@ -425,6 +425,8 @@ impl Harness {
                         "raise to a fence never granted"
                     );
                 }
+                // Read-only, and sent by `Inspect`, never by a lock.
+                Script::Inspect => panic!("a lock sent an inspect command"),
             }
             self.trace.push(dbg);
             let sent = Sent {
