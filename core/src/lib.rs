@@ -82,7 +82,7 @@ pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LockKeys};
 pub use lock::{Lock, LockConfig, Progress, State, Token};
 pub use name::{LockName, MAX_NAME_BYTES};
-pub use replicas::WaitReplicas;
+pub use replicas::{replica_count, replica_count_int, WaitReplicas};
 pub use scripts::Script;
 pub use time::Instant;
 pub use ttl::{FenceGrace, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};

@@ -16,6 +16,28 @@ pub struct WaitReplicas {
     pub timeout: Duration,
 }
 
+/// The one range rule for `replicas=N`: a whole number from 0 to 2^32 - 1.
+/// Python hands its `int` over as it is; Node and wasm their `number`.
+pub fn replica_count(n: f64) -> Result<u32, Error> {
+    if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(out_of_range(n))
+    }
+}
+
+/// [`replica_count`] for an integer (Python's arbitrary-size `int`).
+pub fn replica_count_int(n: i128) -> Result<u32, Error> {
+    u32::try_from(n).map_err(|_| out_of_range(n))
+}
+
+fn out_of_range(n: impl std::fmt::Display) -> Error {
+    Error::invalid(format!(
+        "replicas must be a whole number from 0 to {}, not {n}",
+        u32::MAX
+    ))
+}
+
 /// Split the driver's `Array([script reply, WAIT reply])` into the script's
 /// reply and the number of replicas that acknowledged (0 when WAIT failed or
 /// its reply is unreadable). A reply that is not such a pair (the whole

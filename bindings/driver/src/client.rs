@@ -234,6 +234,38 @@ impl Client {
         })
     }
 
+    /// [`Client::acquire_named`] or, if `try_once`, [`Client::try_acquire_named`],
+    /// as one future type: for the bindings, whose callers choose at run time.
+    pub fn acquire_granted(
+        &self,
+        name: LockName,
+        options: &LockOptions,
+        try_once: bool,
+    ) -> MaybeGranting {
+        let wait = if try_once {
+            Wait::TRY_ONCE
+        } else {
+            options.wait
+        };
+        MaybeGranting {
+            acquire: Acquire {
+                state: self.start(Ok(name), options, wait).map_err(Some),
+            },
+            try_once,
+        }
+    }
+
+    /// This client's connections; `Closed` (for `operation` on `name`) once
+    /// it is closed.
+    fn connections(
+        &self,
+        name: &LockName,
+        operation: Operation,
+    ) -> Result<Arc<Connections>, Error> {
+        let conns = self.inner.conns.read().unwrap_or_else(|e| e.into_inner());
+        conns.clone().ok_or_else(|| Error::closed(name, operation))
+    }
+
     /// Take the validated arguments (a refused name or ttl is the error),
     /// then hand the work to a new lease actor; the returned future only
     /// waits for its answer (and, when dropped, tells the actor to cancel).
@@ -246,13 +278,7 @@ impl Client {
         let started = std::time::Instant::now();
         let name = name?;
         let ttl = options.ttl()?;
-        let conns = self
-            .inner
-            .conns
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(|| Error::closed(&name, Operation::Acquire))?;
+        let conns = self.connections(&name, Operation::Acquire)?;
         let keys = self.inner.keyspace.keys(&name);
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
@@ -314,13 +340,7 @@ impl Client {
 
     /// [`Client::inspect`] for a name validated already (the bindings').
     pub async fn inspect_named(&self, name: LockName) -> Result<LockInfo, Error> {
-        let conns = self
-            .inner
-            .conns
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(|| Error::closed(&name, Operation::Inspect))?;
+        let conns = self.connections(&name, Operation::Inspect)?;
         let keys = self.inner.keyspace.keys(&name);
         let tokens = conns.tokens(&name);
         let inspect = Inspect::new(name, &keys, &tokens, conns.nodes.len());
@@ -474,6 +494,29 @@ impl Future for TryGranting {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         self.0.poll_granted(cx).map(held_is_none)
+    }
+}
+
+/// [`Client::acquire_granted`]: a [`Granting`] or a [`TryGranting`], chosen
+/// at run time; `Some` unless a try-once found the lock held.
+#[must_use = "an acquire is cancelled when dropped"]
+#[derive(Debug)]
+pub struct MaybeGranting {
+    acquire: Acquire,
+    try_once: bool,
+}
+
+impl Future for MaybeGranting {
+    type Output = Result<Option<Granted>, Error>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let try_once = self.try_once;
+        self.acquire.poll_granted(cx).map(|r| match try_once {
+            true => held_is_none(r),
+            false => r.map(Some),
+        })
     }
 }
 

@@ -99,13 +99,13 @@ mod url;
 
 use std::time::Duration;
 
-pub use client::{Acquire, Client, Granting, TryAcquire, TryGranting};
+pub use client::{Acquire, Client, Granting, MaybeGranting, TryAcquire, TryGranting};
 pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    Error, FenceGrace, KeySpace, LockInfo, LockName, NotAcquiredReason, Operation, Timeout, Ttl,
-    Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName,
+    NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};

@@ -179,13 +179,7 @@ impl ClientConfig {
         let replicas = field(&options, "replicas")?;
         if !absent(&replicas) {
             let n = number("options.replicas", &replicas, "a number")?;
-            if !(n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n)) {
-                return Err(tagged(
-                    "INVALID_ARGUMENT",
-                    "options.replicas must be a whole number from 0 to 2^32 - 1",
-                ));
-            }
-            config.replicas = n as u32;
+            config.replicas = fencelock_core::replica_count(n).map_err(lock_error)?;
         }
         let grace = field(&options, "fenceGrace")?;
         if !absent(&grace) {
