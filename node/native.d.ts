@@ -13,7 +13,9 @@ export declare class CancelHandle {
 }
 
 export declare class NativeClient {
+  /** Resolves to the grant (never null: a waiting acquire fails instead). */
   acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant>
+  /** Resolves to the grant, or null if the lock is held. */
   tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant | undefined | null>
   /**
    * What Redis says about `name` now (read-only); `client.js` turns the

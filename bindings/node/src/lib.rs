@@ -87,21 +87,24 @@ fn name_arg(value: NameArg<'_>) -> Result<Name> {
 
 type NumberArg<'a> = Option<Either<f64, Unknown<'a>>>;
 
-/// A number of milliseconds, if given, turned into its core type by `convert`.
-fn millis_arg<T>(
+/// A number, if given, turned into its core type by `convert`.
+fn number_arg<T>(
     what: &str,
+    expected: &str,
     value: NumberArg<'_>,
     convert: impl FnOnce(f64) -> fencelock::Result<T>,
 ) -> Result<Option<T>> {
     match value {
         None => Ok(None),
-        Some(Either::A(ms)) => convert(ms).map(Some).map_err(lock_error),
-        Some(Either::B(other)) => Err(type_error(what, "a number of milliseconds", &other)),
+        Some(Either::A(n)) => convert(n).map(Some).map_err(lock_error),
+        Some(Either::B(other)) => Err(type_error(what, expected, &other)),
     }
 }
 
+const MILLIS: &str = "a number of milliseconds";
+
 fn ttl_arg(what: &str, value: NumberArg<'_>) -> Result<Option<Ttl>> {
-    millis_arg(what, value, Ttl::from_millis_f64)
+    number_arg(what, MILLIS, value, Ttl::from_millis_f64)
 }
 
 /// `object[key]`, if given, as a string (`what` names it in the message).
@@ -268,7 +271,7 @@ fn client_options(value: OptionsArg<'_>) -> Result<ClientSettings> {
     ] {
         let what = format!("options.{key}");
         let ms = object.get::<NumberArg>(key)?.flatten();
-        if let Some(t) = millis_arg(&what, ms, |ms| Timeout::from_millis_f64(&what, ms))? {
+        if let Some(t) = number_arg(&what, MILLIS, ms, |ms| Timeout::from_millis_f64(&what, ms))? {
             *timeout = t;
         }
     }
@@ -276,21 +279,22 @@ fn client_options(value: OptionsArg<'_>) -> Result<ClientSettings> {
     options.topology =
         fencelock::Topology::parse(text("topology")?.as_deref(), text("service")?.as_deref())
             .map_err(lock_error)?;
-    match object.get::<NumberArg>("replicas")?.flatten() {
-        None => {}
-        Some(Either::A(n)) if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => {
-            options.replicas = n as u32;
-        }
-        Some(Either::A(_)) => {
-            return Err(tagged(
-                "INVALID_ARGUMENT",
-                "options.replicas must be a whole number from 0 to 2^32 - 1",
-            ))
-        }
-        Some(Either::B(other)) => return Err(type_error("options.replicas", "a number", &other)),
+    let replicas = object.get::<NumberArg>("replicas")?.flatten();
+    if let Some(n) = number_arg(
+        "options.replicas",
+        "a number",
+        replicas,
+        fencelock::replica_count,
+    )? {
+        options.replicas = n;
     }
     let grace = object.get::<NumberArg>("fenceGrace")?.flatten();
-    if let Some(grace) = millis_arg("options.fenceGrace", grace, FenceGrace::from_millis_f64)? {
+    if let Some(grace) = number_arg(
+        "options.fenceGrace",
+        MILLIS,
+        grace,
+        FenceGrace::from_millis_f64,
+    )? {
         options.fence_grace = grace;
     }
     options.tls = tls_options(object.get::<OptionsArg>("tls")?.flatten())?;
@@ -428,28 +432,43 @@ pub struct NativeClient {
     inner: fencelock::Client,
 }
 
+impl NativeClient {
+    fn start<'env>(
+        &self,
+        env: &'env Env,
+        name: NameArg<'_>,
+        options: OptionsArg<'_>,
+        cancel: Option<&CancelHandle>,
+        once: bool,
+    ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
+        let name = name_arg(name)?;
+        let options = lock_options(options)?;
+        let cancel = cancel.map(|c| c.tx.subscribe());
+        // Called here, not in the future: the place in the local line is
+        // taken in call order.
+        let acquiring = self.inner.acquire_granted(name.name, &options, once);
+        env.spawn_future(async move {
+            let granted = cancellable(cancel.clone(), acquiring).await?;
+            Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
+        })
+    }
+}
+
 #[napi]
 impl NativeClient {
-    #[napi]
+    /// Resolves to the grant (never null: a waiting acquire fails instead).
+    #[napi(ts_return_type = "Promise<NativeGrant>")]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
-    ) -> Result<PromiseRaw<'env, NativeGrant>> {
-        let name = name_arg(name)?;
-        let options = lock_options(options)?;
-        let cancel = cancel.map(|c| c.tx.subscribe());
-        // Called here, not in the future: the place in the local line is
-        // taken in call order.
-        let acquiring = self.inner.acquire_named(name.name, &options);
-        env.spawn_future(async move {
-            let granted = cancellable(cancel.clone(), acquiring.granted()).await?;
-            Ok(NativeGrant::new(granted, cancel, name.is_buffer))
-        })
+    ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
+        self.start(env, name, options, cancel, false)
     }
 
+    /// Resolves to the grant, or null if the lock is held.
     #[napi]
     pub fn try_acquire<'env>(
         &self,
@@ -458,14 +477,7 @@ impl NativeClient {
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        let name = name_arg(name)?;
-        let options = lock_options(options)?;
-        let cancel = cancel.map(|c| c.tx.subscribe());
-        let acquiring = self.inner.try_acquire_named(name.name, &options);
-        env.spawn_future(async move {
-            let granted = cancellable(cancel.clone(), acquiring.granted()).await?;
-            Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
-        })
+        self.start(env, name, options, cancel, true)
     }
 
     /// What Redis says about `name` now (read-only); `client.js` turns the
@@ -501,23 +513,13 @@ impl NativeClient {
 
 /// `client.inspect(name)`'s answer (never a token).
 #[napi(object)]
+#[derive(Debug)]
 pub struct NativeLockInfo {
     pub held: bool,
     /// The holder's remaining TTL in whole ms.
     pub ttl: Option<f64>,
     pub fence: Option<BigInt>,
     pub held_by_me: bool,
-}
-
-impl std::fmt::Debug for NativeLockInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativeLockInfo")
-            .field("held", &self.held)
-            .field("ttl", &self.ttl)
-            .field("fence", &self.fence.as_ref().map(|b| b.get_u64().1))
-            .field("held_by_me", &self.held_by_me)
-            .finish()
-    }
 }
 
 // ---------------------------------------------------------------- lease
