@@ -80,14 +80,15 @@ class Client(_native.Client):
         On exit, ``LockLost`` is raised only if the body did not raise.
         """
         return Lock(
-            self,
-            name,
-            ttl,
-            # <gen_stubs forward>
-            wait=wait,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            # </gen_stubs>
+            lambda: self.acquire(
+                name,
+                ttl,
+                # <gen_stubs forward>
+                wait=wait,
+                auto_renew=auto_renew,
+                on_lost=on_lost,
+                # </gen_stubs>
+            )
         )
 
     def __enter__(self) -> Client:
@@ -169,14 +170,15 @@ class AsyncClient(_native.AsyncClient):
         On exit, ``LockLost`` is raised only if the body did not raise.
         """
         return AsyncLock(
-            self,
-            name,
-            ttl,
-            # <gen_stubs forward>
-            wait=wait,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            # </gen_stubs>
+            lambda: self.acquire(
+                name,
+                ttl,
+                # <gen_stubs forward>
+                wait=wait,
+                auto_renew=auto_renew,
+                on_lost=on_lost,
+                # </gen_stubs>
+            )
         )
 
     async def __aenter__(self) -> AsyncClient:
@@ -204,28 +206,9 @@ class Lock:
 
     __slots__ = ("_acquire", "_lease")
 
-    def __init__(
-        self,
-        client: _native.Client,
-        name: Name,
-        ttl: float,
-        *,
-        # <gen_stubs params lease=Lease>
-        wait: Optional[float] = None,
-        auto_renew: bool = False,
-        on_lost: Optional[Callable[[Lease], object]] = None,
-        # </gen_stubs>
-    ) -> None:
+    def __init__(self, acquire: Callable[[], Lease]) -> None:
         # The acquire this context makes on enter (each enter makes it again).
-        self._acquire: Callable[[], Lease] = lambda: client.acquire(
-            name,
-            ttl,
-            # <gen_stubs forward>
-            wait=wait,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            # </gen_stubs>
-        )
+        self._acquire = acquire
         self._lease: Optional[Lease] = None
 
     def __enter__(self) -> Lease:
@@ -255,28 +238,9 @@ class AsyncLock:
 
     __slots__ = ("_acquire", "_lease")
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        name: Name,
-        ttl: float,
-        *,
-        # <gen_stubs params lease=AsyncLease>
-        wait: Optional[float] = None,
-        auto_renew: bool = False,
-        on_lost: Optional[Callable[[AsyncLease], object]] = None,
-        # </gen_stubs>
-    ) -> None:
+    def __init__(self, acquire: Callable[[], Awaitable[AsyncLease]]) -> None:
         # The acquire this context awaits on enter (each enter makes it again).
-        self._acquire: Callable[[], Awaitable[AsyncLease]] = lambda: client.acquire(
-            name,
-            ttl,
-            # <gen_stubs forward>
-            wait=wait,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            # </gen_stubs>
-        )
+        self._acquire = acquire
         self._lease: Optional[AsyncLease] = None
 
     async def __aenter__(self) -> AsyncLease:

@@ -104,6 +104,7 @@ class Client:
         self,
         url: _Urls,
         *,
+        # <gen_stubs client-params>
         prefix: Optional[str] = None,
         connect_timeout: Optional[float] = None,
         response_timeout: Optional[float] = None,
@@ -116,6 +117,7 @@ class Client:
         tls_key: Optional[_Pem] = None,
         tls_server_name: Optional[str] = None,
         tls_dangerously_skip_verification: bool = False,
+        # </gen_stubs>
     ) -> None: ...
     def acquire(
         self,
@@ -151,6 +153,7 @@ class AsyncClient:
         self,
         url: _Urls,
         *,
+        # <gen_stubs client-params>
         prefix: Optional[str] = None,
         connect_timeout: Optional[float] = None,
         response_timeout: Optional[float] = None,
@@ -163,6 +166,7 @@ class AsyncClient:
         tls_key: Optional[_Pem] = None,
         tls_server_name: Optional[str] = None,
         tls_dangerously_skip_verification: bool = False,
+        # </gen_stubs>
     ) -> None: ...
     def _acquire(
         self,

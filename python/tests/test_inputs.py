@@ -164,12 +164,21 @@ def test_malformed_urls(url: Any, error: Type[Exception]) -> None:
     ({"connect_timeout": -1}, ValueError),
     ({"response_timeout": math.nan}, ValueError),
     ({"response_timeout": "1"}, TypeError),
+    ({"prefixx": "a:"}, TypeError),  # misspelt: refused, not ignored
+    ({"tls_dangerously_skip_verification": 1}, TypeError),
 ])
 def test_bad_client_options(redis_url: str, kwargs: Dict[str, Any], error: Type[Exception]) -> None:
     with pytest.raises(error):
         fencelock.Client(redis_url, **kwargs)
     with pytest.raises(error):
         fencelock.AsyncClient(redis_url, **kwargs)
+
+
+def test_options_are_keywords_only(redis_url: str) -> None:
+    with pytest.raises(TypeError):
+        fencelock.Client(redis_url, "myapp:")  # type: ignore[misc]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'prefixx'"):
+        fencelock.AsyncClient(redis_url, prefixx="a:")  # type: ignore[call-arg]
 
 
 def test_custom_prefix(redis_url: str, r: Redis, name: str) -> None:

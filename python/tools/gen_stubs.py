@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the acquire keyword lists from ONE table (``ACQUIRE`` below).
+"""Writes the acquire and constructor keyword lists from one table each
+(``ACQUIRE`` and ``CLIENT`` below).
 
 The keywords after ``name, ttl, *`` of every acquiring call (``acquire``,
-``try_acquire``, ``lock``, ``Lock(...)``, the private ``_acquire`` /
+``try_acquire``, ``lock``, the private ``_acquire`` /
 ``_try_acquire`` of the PyO3 layer) used to be written by hand 14 times in
 three files. Now each of those places is a marked region that this script
 fills from the table:
@@ -17,6 +18,10 @@ A region is the lines between ``# <gen_stubs KIND [try] [lease=NAME]>`` and
     params     ``wait: Optional[float] = None,`` ... (Python signatures)
     forward    ``wait=wait,`` ... (passing them on in a call)
     signature  the ``#[pyo3(signature = (name, ttl, *, ...))]`` attribute
+
+    client-params    the ``Client(url, *, ...)`` keywords (stubs)
+    client-keywords  the Rust ``CLIENT_KEYWORDS`` that ``Client(url, **options)``
+                     accepts
 
 ``try`` leaves out the keywords that only a waiting acquire takes (``wait``);
 ``lease=`` names the lease class ``on_lost`` is called with.
@@ -57,6 +62,22 @@ ACQUIRE = (
     Keyword("on_lost", "Optional[Callable[[{lease}], object]]", "None", "None"),
 )
 
+# THE constructor keywords of Client and AsyncClient, after ``url, *``.
+CLIENT = (
+    Keyword("prefix", "Optional[str]", "None", ""),
+    Keyword("connect_timeout", "Optional[float]", "None", ""),
+    Keyword("response_timeout", "Optional[float]", "None", ""),
+    Keyword("topology", 'Optional[Literal["cluster", "sentinel"]]', "None", ""),
+    Keyword("service", "Optional[str]", "None", ""),
+    Keyword("replicas", "Optional[int]", "None", ""),
+    Keyword("fence_grace", "Optional[float]", "None", ""),
+    Keyword("tls_ca", "Optional[_Pem]", "None", ""),
+    Keyword("tls_cert", "Optional[_Pem]", "None", ""),
+    Keyword("tls_key", "Optional[_Pem]", "None", ""),
+    Keyword("tls_server_name", "Optional[str]", "None", ""),
+    Keyword("tls_dangerously_skip_verification", "bool", "False", ""),
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 FILES = (
     "python/fencelock/_native.pyi",
@@ -82,6 +103,11 @@ def render(kind: str, flags: Dict[str, Optional[str]], indent: str, where: str) 
         return [f"{indent}{k.name}: {k.py_type.format(lease=lease)} = {k.py_default},\n" for k in kws]
     if kind == "forward":
         return [f"{indent}{k.name}={k.name},\n" for k in kws]
+    if kind == "client-params":
+        return [f"{indent}{k.name}: {k.py_type} = {k.py_default},\n" for k in CLIENT]
+    if kind == "client-keywords":
+        names = "".join(f'{indent}    "{k.name}",\n' for k in CLIENT)
+        return [f"{indent}const CLIENT_KEYWORDS: &[&str] = &[\n", names, f"{indent}];\n"]
     if kind == "signature":
         args = ", ".join(f"{k.name}={k.rust_default}" for k in kws)
         return [f"{indent}#[pyo3(signature = (name, ttl, *, {args}))]\n"]

@@ -1,10 +1,14 @@
 //! `fencelock.Client` (blocking, thread-safe) and `fencelock.AsyncClient`
 //! (asyncio). Both connect lazily, on first use, and again in a forked child.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use fencelock::{ClientConfig, ClientSettings, Granted, LockName, LockOptions};
+use fencelock::{ClientConfig, ClientSettings, Error, Granted, LockName, LockOptions, Operation};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use tokio::sync::OnceCell;
 
 use crate::convert::{self, Name};
@@ -17,12 +21,28 @@ use crate::runtime;
 
 type Cell = Arc<OnceCell<fencelock::Client>>;
 
+/// The constructors' keywords (after `url`), in the stubs' order.
+// <gen_stubs client-keywords>
+const CLIENT_KEYWORDS: &[&str] = &[
+    "prefix",
+    "connect_timeout",
+    "response_timeout",
+    "topology",
+    "service",
+    "replicas",
+    "fence_grace",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_server_name",
+    "tls_dangerously_skip_verification",
+];
+// </gen_stubs>
+
 /// An acquire under way: the driver's [`Granted`] lease (released by the
 /// driver if it is dropped unclaimed, as is the future itself), `None` for a
 /// try-once that found the lock held.
-type Acquiring = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Option<Granted>, fencelock::Error>> + Send>,
->;
+type Acquiring = Pin<Box<dyn Future<Output = Result<Option<Granted>, Error>> + Send>>;
 
 /// The driver client of this process, made on first use.
 #[derive(Debug)]
@@ -42,56 +62,63 @@ struct State {
 }
 
 impl Connector {
-    /// The constructors' keywords, converted in order: each value by its one
-    /// core constructor, then the URLs and TLS by the driver's config.
-    #[allow(clippy::too_many_arguments)]
+    /// `Client(url, **options)`: each keyword (one of [`CLIENT_KEYWORDS`])
+    /// converted by its one core constructor, then the URLs and TLS by the
+    /// driver's config. `None` means "not given", as for every keyword.
     fn new(
+        class: &str,
         url: &Bound<'_, PyAny>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        connect_timeout: Option<&Bound<'_, PyAny>>,
-        response_timeout: Option<&Bound<'_, PyAny>>,
-        topology: Option<&Bound<'_, PyAny>>,
-        service: Option<&Bound<'_, PyAny>>,
-        replicas: Option<&Bound<'_, PyAny>>,
-        fence_grace: Option<&Bound<'_, PyAny>>,
-        tls_ca: Option<&Bound<'_, PyAny>>,
-        tls_cert: Option<&Bound<'_, PyAny>>,
-        tls_key: Option<&Bound<'_, PyAny>>,
-        tls_server_name: Option<&Bound<'_, PyAny>>,
-        tls_dangerously_skip_verification: bool,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        use convert::given;
-        let tls = convert::tls(
-            tls_ca,
-            tls_cert,
-            tls_key,
-            tls_server_name,
-            tls_dangerously_skip_verification,
-        )?;
-        let urls = convert::urls(url)?;
+        let empty = PyDict::new(url.py());
+        let options = options.unwrap_or(&empty);
+        for key in options.keys() {
+            let key: String = key.extract()?;
+            if !CLIENT_KEYWORDS.contains(&key.as_str()) {
+                return Err(PyTypeError::new_err(format!(
+                    "{class}() got an unexpected keyword argument '{key}'"
+                )));
+            }
+        }
+        let get = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            Ok(options.get_item(key)?.filter(|value| !value.is_none()))
+        };
+        let str_option = |key: &str| convert::optional_str(key, get(key)?.as_ref());
         let mut settings = ClientSettings {
-            tls,
+            tls: fencelock::TlsOptions {
+                ca: convert::pem("tls_ca", get("tls_ca")?.as_ref())?,
+                client_cert: convert::pem("tls_cert", get("tls_cert")?.as_ref())?,
+                client_key: convert::pem("tls_key", get("tls_key")?.as_ref())?,
+                server_name: str_option("tls_server_name")?,
+                dangerously_skip_verification: get("tls_dangerously_skip_verification")?
+                    .map(|value| convert::flag("tls_dangerously_skip_verification", &value))
+                    .transpose()?
+                    .unwrap_or(false),
+            },
             ..ClientSettings::default()
         };
-        if let Some(value) = given(prefix) {
-            settings.keyspace = convert::prefix(value)?;
+        let urls = convert::urls(url)?;
+        if let Some(value) = get("prefix")? {
+            settings.keyspace = convert::prefix(&value)?;
         }
-        if let Some(value) = given(connect_timeout) {
-            settings.connect_timeout = convert::timeout("connect_timeout", value)?;
-        }
-        if let Some(value) = given(response_timeout) {
-            settings.response_timeout = convert::timeout("response_timeout", value)?;
+        for (key, timeout) in [
+            ("connect_timeout", &mut settings.connect_timeout),
+            ("response_timeout", &mut settings.response_timeout),
+        ] {
+            if let Some(value) = get(key)? {
+                *timeout = convert::timeout(key, &value)?;
+            }
         }
         settings.topology = fencelock::Topology::parse(
-            convert::optional_str("topology", topology)?.as_deref(),
-            convert::optional_str("service", service)?.as_deref(),
+            str_option("topology")?.as_deref(),
+            str_option("service")?.as_deref(),
         )
         .map_err(errors::invalid)?;
-        if let Some(value) = given(replicas) {
-            settings.replicas = convert::count("replicas", value)?;
+        if let Some(value) = get("replicas")? {
+            settings.replicas = convert::count("replicas", &value)?;
         }
-        if let Some(value) = given(fence_grace) {
-            settings.fence_grace = convert::fence_grace(value)?;
+        if let Some(value) = get("fence_grace")? {
+            settings.fence_grace = convert::fence_grace(&value)?;
         }
         Ok(Connector {
             config: ClientConfig::from_settings(urls, settings).map_err(errors::invalid)?,
@@ -102,24 +129,14 @@ impl Connector {
         })
     }
 
-    /// The connection cell for this process (see [`State::cell`]).
-    fn cell(&self, py: Python<'_>, name: &LockName) -> PyResult<Cell> {
-        self.cell_for(py, name, fencelock::Operation::Acquire)
-    }
-
-    /// [`Connector::cell`]; `operation` is what a closed client refuses.
-    fn cell_for(
-        &self,
-        py: Python<'_>,
-        name: &LockName,
-        operation: fencelock::Operation,
-    ) -> PyResult<Cell> {
+    /// The connection cell for this process (see [`State::cell`]); a closed
+    /// client refuses `operation` on `name`.
+    fn cell(&self, py: Python<'_>, name: &LockName, operation: Operation) -> PyResult<Cell> {
         logging::refresh(py);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let cell = state.cell.renew(Cell::default).clone();
         if state.closed {
-            let closed = fencelock::Error::closed(name, operation);
-            return Err(errors::to_py(py, closed));
+            return Err(errors::to_py(py, Error::closed(name, operation)));
         }
         Ok(cell)
     }
@@ -131,21 +148,13 @@ impl Connector {
         state.cell.renew(Cell::default).clone()
     }
 
-    /// A future that yields the connected driver client.
-    fn client(
-        &self,
-        py: Python<'_>,
-        name: &LockName,
-    ) -> PyResult<
-        impl std::future::Future<Output = Result<fencelock::Client, fencelock::Error>> + Send + 'static,
-    > {
-        let cell = self.cell(py, name)?;
+    /// The cell's driver client, connected on first use.
+    fn connect(&self, cell: Cell) -> impl Future<Output = Result<fencelock::Client, Error>> + Send {
         let config = self.config.clone();
-        Ok(async move {
-            cell.get_or_try_init(|| fencelock::Client::connect_config(config))
-                .await
-                .cloned()
-        })
+        async move {
+            let connect = || fencelock::Client::connect_config(config);
+            cell.get_or_try_init(connect).await.cloned()
+        }
     }
 
     /// Start an acquire. On a connected client it takes its place in the
@@ -158,25 +167,14 @@ impl Connector {
         options: LockOptions,
         once: bool,
     ) -> PyResult<Acquiring> {
-        fn start(
-            client: &fencelock::Client,
-            name: LockName,
-            options: &LockOptions,
-            once: bool,
-        ) -> Acquiring {
-            if once {
-                Box::pin(client.try_acquire_named(name, options).granted())
-            } else {
-                let acquire = client.acquire_named(name, options).granted();
-                Box::pin(async move { acquire.await.map(Some) })
-            }
+        let cell = self.cell(py, &name, Operation::Acquire)?;
+        if let Some(client) = cell.get() {
+            return Ok(Box::pin(client.acquire_granted(name, &options, once)));
         }
-        if let Some(client) = self.cell(py, &name)?.get() {
-            return Ok(start(client, name, &options, once));
-        }
-        let client = self.client(py, &name)?;
+        let connected = self.connect(cell);
         Ok(Box::pin(async move {
-            start(&client.await?, name, &options, once).await
+            let client = connected.await?;
+            client.acquire_granted(name, &options, once).await
         }))
     }
 
@@ -185,15 +183,10 @@ impl Connector {
         &self,
         py: Python<'_>,
         name: LockName,
-    ) -> PyResult<
-        impl std::future::Future<Output = Result<LockInfo, fencelock::Error>> + Send + 'static,
-    > {
-        let cell = self.cell_for(py, &name, fencelock::Operation::Inspect)?;
-        let config = self.config.clone();
+    ) -> PyResult<impl Future<Output = Result<LockInfo, Error>> + Send + 'static> {
+        let connected = self.connect(self.cell(py, &name, Operation::Inspect)?);
         Ok(async move {
-            let client = cell
-                .get_or_try_init(|| fencelock::Client::connect_config(config))
-                .await?;
+            let client = connected.await?;
             client.inspect_named(name).await.map(LockInfo::new)
         })
     }
@@ -225,17 +218,7 @@ fn request(
     let name = convert::name(name)?;
     let ttl = convert::ttl(ttl)?;
     let wait = convert::wait(wait)?;
-    let on_lost = match on_lost {
-        Some(callback) if !callback.is_none() => {
-            if !callback.is_callable() {
-                return Err(pyo3::exceptions::PyTypeError::new_err(
-                    "on_lost must be callable",
-                ));
-            }
-            Some(callback.clone().unbind())
-        }
-        _ => None,
-    };
+    let on_lost = convert::given(on_lost).map(convert::callback).transpose()?;
     Ok(Request {
         name,
         options: LockOptions::with_ttl(ttl)
@@ -256,43 +239,10 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None,
-        topology=None, service=None, replicas=None, fence_grace=None,
-        tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
-        tls_dangerously_skip_verification=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        url: &Bound<'_, PyAny>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        connect_timeout: Option<&Bound<'_, PyAny>>,
-        response_timeout: Option<&Bound<'_, PyAny>>,
-        topology: Option<&Bound<'_, PyAny>>,
-        service: Option<&Bound<'_, PyAny>>,
-        replicas: Option<&Bound<'_, PyAny>>,
-        fence_grace: Option<&Bound<'_, PyAny>>,
-        tls_ca: Option<&Bound<'_, PyAny>>,
-        tls_cert: Option<&Bound<'_, PyAny>>,
-        tls_key: Option<&Bound<'_, PyAny>>,
-        tls_server_name: Option<&Bound<'_, PyAny>>,
-        tls_dangerously_skip_verification: bool,
-    ) -> PyResult<Self> {
-        Ok(Client {
-            connector: Connector::new(
-                url,
-                prefix,
-                connect_timeout,
-                response_timeout,
-                topology,
-                service,
-                replicas,
-                fence_grace,
-                tls_ca,
-                tls_cert,
-                tls_key,
-                tls_server_name,
-                tls_dangerously_skip_verification,
-            )?,
-        })
+    #[pyo3(signature = (url, **options))]
+    fn new(url: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let connector = Connector::new("Client", url, options)?;
+        Ok(Client { connector })
     }
 
     /// Acquire `name`, waiting as `wait` allows (`None`: until acquired).
@@ -310,19 +260,8 @@ impl Client {
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, Lease>> {
         let request = request(name, ttl, wait, auto_renew, on_lost)?;
-        let acquiring =
-            self.connector
-                .acquire(py, request.name.lock.clone(), request.options, false)?;
-        // Ctrl-C drops the future: the driver releases whatever it won.
-        let result = runtime::block_on(py, acquiring)?;
-        let granted = result
-            .map_err(|e| errors::to_py(py, e))?
-            .expect("a waiting acquire yields a lease or an error");
-        lease::new_lease(
-            py,
-            LeaseCore::new(granted.claim(), request.name),
-            request.on_lost.as_ref(),
-        )
+        let lease = self.acquire_blocking(py, request, false)?;
+        Ok(lease.expect("a waiting acquire yields a lease or an error"))
     }
 
     /// One attempt: the lease, or `None` if someone else holds the lock.
@@ -338,19 +277,7 @@ impl Client {
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, Lease>>> {
         let request = request(name, ttl, None, auto_renew, on_lost)?;
-        let acquiring =
-            self.connector
-                .acquire(py, request.name.lock.clone(), request.options, true)?;
-        let result = runtime::block_on(py, acquiring)?;
-        match result.map_err(|e| errors::to_py(py, e))? {
-            None => Ok(None),
-            Some(granted) => lease::new_lease(
-                py,
-                LeaseCore::new(granted.claim(), request.name),
-                request.on_lost.as_ref(),
-            )
-            .map(Some),
-        }
+        self.acquire_blocking(py, request, true)
     }
 
     /// What Redis says about `name` now: a `LockInfo` (read-only).
@@ -366,7 +293,7 @@ impl Client {
         if let Some(client) = cell.get().cloned() {
             let _ = runtime::block_on(py, async move {
                 client.close().await;
-                Ok::<(), fencelock::Error>(())
+                Ok::<(), Error>(())
             })?;
         }
         logging::flush(py);
@@ -375,6 +302,26 @@ impl Client {
 
     fn __repr__(&self) -> String {
         self.connector.repr("Client")
+    }
+}
+
+impl Client {
+    /// Wait for the acquire with the GIL released. Ctrl-C drops the future:
+    /// the driver releases whatever it won.
+    fn acquire_blocking<'py>(
+        &self,
+        py: Python<'py>,
+        request: Request,
+        once: bool,
+    ) -> PyResult<Option<Bound<'py, Lease>>> {
+        let name = request.name.lock.clone();
+        let acquiring = self.connector.acquire(py, name, request.options, once)?;
+        let result = runtime::block_on(py, acquiring)?.map_err(|e| errors::to_py(py, e))?;
+        let Some(granted) = result else {
+            return Ok(None);
+        };
+        let core = LeaseCore::new(granted.claim(), request.name);
+        lease::new_lease(py, core, request.on_lost.as_ref()).map(Some)
     }
 }
 
@@ -417,43 +364,10 @@ pub struct AsyncClient {
 #[pymethods]
 impl AsyncClient {
     #[new]
-    #[pyo3(signature = (url, *, prefix=None, connect_timeout=None, response_timeout=None,
-        topology=None, service=None, replicas=None, fence_grace=None,
-        tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
-        tls_dangerously_skip_verification=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        url: &Bound<'_, PyAny>,
-        prefix: Option<&Bound<'_, PyAny>>,
-        connect_timeout: Option<&Bound<'_, PyAny>>,
-        response_timeout: Option<&Bound<'_, PyAny>>,
-        topology: Option<&Bound<'_, PyAny>>,
-        service: Option<&Bound<'_, PyAny>>,
-        replicas: Option<&Bound<'_, PyAny>>,
-        fence_grace: Option<&Bound<'_, PyAny>>,
-        tls_ca: Option<&Bound<'_, PyAny>>,
-        tls_cert: Option<&Bound<'_, PyAny>>,
-        tls_key: Option<&Bound<'_, PyAny>>,
-        tls_server_name: Option<&Bound<'_, PyAny>>,
-        tls_dangerously_skip_verification: bool,
-    ) -> PyResult<Self> {
-        Ok(AsyncClient {
-            connector: Connector::new(
-                url,
-                prefix,
-                connect_timeout,
-                response_timeout,
-                topology,
-                service,
-                replicas,
-                fence_grace,
-                tls_ca,
-                tls_cert,
-                tls_key,
-                tls_server_name,
-                tls_dangerously_skip_verification,
-            )?,
-        })
+    #[pyo3(signature = (url, **options))]
+    fn new(url: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let connector = Connector::new("AsyncClient", url, options)?;
+        Ok(AsyncClient { connector })
     }
 
     /// An awaitable of a `Grant`, which the Python wrapper claims (`_claim()`

@@ -3,7 +3,7 @@
 //! Python, Node and Rust accept and reject exactly the same values.
 
 use fencelock::{FenceGrace, KeySpace, LockName, Timeout, Ttl, Wait};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
 
@@ -162,18 +162,12 @@ pub fn count(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u32> {
             type_name(value)
         )));
     }
-    let n: i128 = value.extract()?;
-    u32::try_from(n).map_err(|_| {
-        PyValueError::new_err(format!(
-            "{what} must be between 0 and {}, not {n}",
-            u32::MAX
-        ))
-    })
+    fencelock::replica_count_int(value.extract()?).map_err(to_py)
 }
 
 /// A PEM argument: `bytes` are the PEM data, a `str` holding PEM text is
 /// the data too, any other `str` or `os.PathLike` is a file to read.
-fn pem(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<fencelock::Pem>> {
+pub fn pem(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<fencelock::Pem>> {
     let Some(value) = given(value) else {
         return Ok(None);
     };
@@ -196,22 +190,17 @@ fn pem(what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<fenceloc
     }
 }
 
-/// The `tls_*` keywords.
-pub fn tls(
-    ca: Option<&Bound<'_, PyAny>>,
-    cert: Option<&Bound<'_, PyAny>>,
-    key: Option<&Bound<'_, PyAny>>,
-    server_name: Option<&Bound<'_, PyAny>>,
-    dangerously_skip_verification: bool,
-) -> PyResult<fencelock::TlsOptions> {
-    let server_name = server_name
-        .map(|name| string("tls_server_name", name))
-        .transpose()?;
-    Ok(fencelock::TlsOptions {
-        ca: pem("tls_ca", ca)?,
-        client_cert: pem("tls_cert", cert)?,
-        client_key: pem("tls_key", key)?,
-        server_name,
-        dangerously_skip_verification,
+/// A `bool` keyword: `True` or `False` only (an `int` is a bug here).
+pub fn flag(what: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    value.extract().map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be a bool, not {}", type_name(value)))
     })
+}
+
+/// An `on_lost` callback: anything callable.
+pub fn callback(value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    if !value.is_callable() {
+        return Err(PyTypeError::new_err("on_lost must be callable"));
+    }
+    Ok(value.clone().unbind())
 }

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
 
@@ -45,6 +45,37 @@ impl LeaseCore {
         })
     }
 
+    /// Run `op` on the driver lease with the GIL released (Ctrl-C drops it).
+    fn blocking<T, F>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(Arc<fencelock::Lease>) -> F,
+    ) -> PyResult<T>
+    where
+        F: std::future::Future<Output = Result<T, fencelock::Error>> + Send + 'static,
+        T: Send + 'static,
+    {
+        crate::logging::refresh(py);
+        let lease = self.check_process()?;
+        runtime::block_on(py, op(lease))?.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// `op` on the driver lease as an asyncio awaitable.
+    fn awaitable<'py, T, F>(
+        &self,
+        py: Python<'py>,
+        op: impl FnOnce(Arc<fencelock::Lease>) -> F,
+    ) -> PyResult<Bound<'py, PyAny>>
+    where
+        F: std::future::Future<Output = Result<T, fencelock::Error>> + Send + 'static,
+        T: for<'a> IntoPyObject<'a> + Send + 'static,
+    {
+        crate::logging::refresh(py);
+        let lease = self.check_process()?;
+        let fut = op(lease);
+        runtime::future_into_py(py, async move { Ok(errors::Reply::new(fut.await)) })
+    }
+
     fn repr(&self, py: Python<'_>, class: &str) -> PyResult<String> {
         let name = self.name.to_object(py).repr()?;
         let lease = self.lease();
@@ -67,12 +98,9 @@ impl LeaseCore {
         callback: &Bound<'_, PyAny>,
         event_loop: Option<Py<PyAny>>,
     ) -> PyResult<()> {
-        if !callback.is_callable() {
-            return Err(PyTypeError::new_err("on_lost must be callable"));
-        }
+        let callback = convert::callback(callback)?;
         let inner = self.check_process()?;
         let weak = PyWeakrefReference::new(lease)?.unbind();
-        let callback = callback.clone().unbind();
         // On a blocking-pool thread: waiting for the GIL, or a callback that
         // blocks (even calls back into fencelock), never stalls the
         // runtime's workers. Not once the interpreter is exiting.
@@ -156,27 +184,18 @@ impl Lease {
     /// Extend to `ttl` seconds from now (default: the lease's ttl).
     #[pyo3(signature = (ttl=None))]
     fn extend(&self, py: Python<'_>, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        crate::logging::refresh(py);
         let ttl = convert::optional_ttl(ttl)?;
-        let lease = self.core.check_process()?;
-        let result = runtime::block_on(py, async move { lease.extend_ttl(ttl).await })?;
-        result.map_err(|e| errors::to_py(py, e))
+        self.core.blocking(py, |lease| async move { lease.extend_ttl(ttl).await })
     }
 
     /// Release; `LockLost` if the lease was lost; a second call is a no-op.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        crate::logging::refresh(py);
-        let lease = self.core.check_process()?;
-        let result = runtime::block_on(py, async move { lease.release().await })?;
-        result.map_err(|e| errors::to_py(py, e))
+        self.core.blocking(py, |lease| async move { lease.release().await })
     }
 
     /// Ask Redis whether this lease still holds the lock (one round trip).
     fn held(&self, py: Python<'_>) -> PyResult<bool> {
-        crate::logging::refresh(py);
-        let lease = self.core.check_process()?;
-        let result = runtime::block_on(py, async move { lease.held().await })?;
-        result.map_err(|e| errors::to_py(py, e))
+        self.core.blocking(py, |lease| async move { lease.held().await })
     }
 
     /// Call `callback(lease)` (from a background thread) once the lease is
@@ -207,27 +226,17 @@ impl AsyncLease {
         py: Python<'py>,
         ttl: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        crate::logging::refresh(py);
         let ttl = convert::optional_ttl(ttl)?;
-        let lease = self.core.check_process()?;
-        runtime::future_into_py(py, async move {
-            Ok(errors::Reply::new(lease.extend_ttl(ttl).await))
-        })
+        self.core.awaitable(py, |lease| async move { lease.extend_ttl(ttl).await })
     }
 
     fn release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::logging::refresh(py);
-        let lease = self.core.check_process()?;
-        runtime::future_into_py(py, async move {
-            Ok(errors::Reply::new(lease.release().await))
-        })
+        self.core.awaitable(py, |lease| async move { lease.release().await })
     }
 
     /// An awaitable: whether this lease still holds the lock, asked of Redis.
     fn held<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::logging::refresh(py);
-        let lease = self.core.check_process()?;
-        runtime::future_into_py(py, async move { Ok(errors::Reply::new(lease.held().await)) })
+        self.core.awaitable(py, |lease| async move { lease.held().await })
     }
 
     /// Call `callback(lease)` in the event loop (`call_soon_threadsafe`) once
