@@ -73,15 +73,18 @@ pub fn numsub(url: &str, channel: &[u8]) -> i64 {
 }
 
 /// Poll `condition` until it holds (a state check, not a sleep-to-fix):
-/// panics with `what` after `within`.
+/// panics with `what` after `within`. The condition is a blocking call to
+/// a server: between polls the runtime gets at least as long as the poll
+/// took, so on a loaded machine the clients under test are not starved.
 pub async fn eventually(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     loop {
+        let polled = Instant::now();
         if condition() {
             return;
         }
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(polled.elapsed().max(Duration::from_millis(2))).await;
     }
 }
 
