@@ -4,7 +4,8 @@
 // `fencelock/wasm` (the same API over the app's own Redis client).
 const native = require('./native.js')
 const base = require('./client.js')
-const { LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError, fromNative } = require('./errors.js')
+// The error classes are exported as errors.js defines them (one set for both entries).
+const { fromNative, ...errorClasses } = require('./errors.js')
 
 /** A connection to one Redis (URL) or to N independent nodes (Redlock). */
 class Client extends base.Client {
@@ -25,9 +26,5 @@ class Client extends base.Client {
 module.exports = {
   Client,
   Lease: base.Lease,
-  LockError,
-  NotAcquiredError,
-  LockLostError,
-  RedisError,
-  ClientClosedError,
+  ...errorClasses,
 }

@@ -4,7 +4,8 @@
 // no native addon, no connections of its own (only a duplicate of each
 // client for pub/sub wake-ups). Error classes are the main entry's.
 const base = require('../client.js')
-const { LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError, fromNative } = require('../errors.js')
+// The error classes are exported as errors.js defines them (one set for both entries).
+const { fromNative, ...errorClasses } = require('../errors.js')
 const { WasmClient, CancelHandle } = require('./driver.js')
 const { adapterFor, ioredis, nodeRedis } = require('./adapters.js')
 
@@ -47,10 +48,6 @@ class Client extends base.Client {
 module.exports = {
   Client,
   Lease: base.Lease,
-  LockError,
-  NotAcquiredError,
-  LockLostError,
-  RedisError,
-  ClientClosedError,
+  ...errorClasses,
   adapters: { ioredis, nodeRedis },
 }
