@@ -60,16 +60,18 @@ pub enum Operation {
     Extend,
     Release,
     Inspect,
+    ForceRelease,
 }
 
 impl Operation {
-    /// `"acquire"`, `"extend"`, `"release"` or `"inspect"`.
+    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"` or `"force release"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
             Operation::Extend => "extend",
             Operation::Release => "release",
             Operation::Inspect => "inspect",
+            Operation::ForceRelease => "force release",
         }
     }
 }

@@ -140,38 +140,7 @@ impl Inspect {
     /// majority's view (see the module docs).
     pub fn combine(&self, views: Vec<Result<NodeView, Error>>) -> Result<LockInfo, Error> {
         let quorum = self.nodes / 2 + 1;
-        let mut answered = Vec::with_capacity(views.len());
-        let mut errors = Vec::new();
-        for view in views {
-            match view {
-                Ok(view) => answered.push(view),
-                Err(e) => errors.push(e),
-            }
-        }
-        if answered.len() < quorum {
-            return Err(if self.nodes == 1 {
-                errors
-                    .pop()
-                    .unwrap_or_else(|| Error::redis(Some(&self.name), "no reply"))
-            } else {
-                let reasons: Vec<String> = errors
-                    .iter()
-                    .map(|e| match e {
-                        Error::Redis { message, .. } => message.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect();
-                Error::redis(
-                    Some(&self.name),
-                    format!(
-                        "only {} of {} Redis nodes answered, {quorum} needed: {}",
-                        answered.len(),
-                        self.nodes,
-                        reasons.join("; ")
-                    ),
-                )
-            });
-        }
+        let answered = crate::majority::answers(&self.name, self.nodes, views)?;
         // Longest first; no expiry sorts as the longest.
         let mut ttls: Vec<Option<Duration>> = answered.iter().filter_map(|v| v.ttl).collect();
         ttls.sort_by(|a, b| match (a, b) {

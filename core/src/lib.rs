@@ -66,10 +66,12 @@
 //! running to renew, or stop and let the key expire), [`Progress::Finished`].
 
 mod error;
+mod force;
 mod inspect;
 mod io;
 pub mod keys;
 mod lock;
+mod majority;
 mod name;
 mod replicas;
 mod scripts;
@@ -77,6 +79,7 @@ mod time;
 mod ttl;
 
 pub use error::{Error, NotAcquiredReason, Operation};
+pub use force::{ForceRelease, Forced};
 pub use inspect::{Inspect, LockInfo, NodeView};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LockKeys};

@@ -24,16 +24,21 @@ pub enum Script {
     /// → `{pttl (-2 free), fence or nil, 1 if the lock holds one of ARGV}`.
     /// Read-only; never returns the holder's token.
     Inspect,
+    /// `KEYS[lock, fence, channel]`, `ARGV[grace_ms, "SPUBLISH"?]` → `{1 if a
+    /// holder was removed else 0, the advanced fence}`: an operator's
+    /// force-release, whoever holds the lock.
+    ForceRelease,
 }
 
 impl Script {
-    pub const ALL: [Script; 6] = [
+    pub const ALL: [Script; 7] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
         Script::RaiseFence,
         Script::Reclaim,
         Script::Inspect,
+        Script::ForceRelease,
     ];
 
     /// The script's name in test vectors and logs.
@@ -45,6 +50,7 @@ impl Script {
             Script::RaiseFence => "raise_fence",
             Script::Reclaim => "reclaim",
             Script::Inspect => "inspect",
+            Script::ForceRelease => "force_release",
         }
     }
 
@@ -56,6 +62,7 @@ impl Script {
             Script::RaiseFence => include_str!("scripts/raise_fence.lua"),
             Script::Reclaim => include_str!("scripts/reclaim.lua"),
             Script::Inspect => include_str!("scripts/inspect.lua"),
+            Script::ForceRelease => include_str!("scripts/force_release.lua"),
         }
     }
 
@@ -68,6 +75,7 @@ impl Script {
             Script::RaiseFence => "e2c72c567fae89a791079441727c4613fbb19faa",
             Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
+            Script::ForceRelease => "0fe185decfd2345699a4c50cedb1f89c936137ec",
         }
     }
 }

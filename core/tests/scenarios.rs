@@ -644,6 +644,7 @@ mod fake_redis {
             }
             Script::Release => vec![keys.lock, keys.channel],
             Script::RaiseFence => vec![keys.fence],
+            Script::ForceRelease => vec![keys.lock, keys.fence, keys.channel],
         };
         Command {
             id: CommandId(0),
@@ -695,6 +696,39 @@ mod fake_redis {
             n.exec(0, &cmd(Script::Acquire, &["b", "0", "1"])).0.clone(),
             { Reply::Error("ERR invalid expire time in 'set' command".into()) }
         );
+    }
+
+    #[test]
+    fn force_release_removes_any_holder_and_advances_the_fence() {
+        let mut n = Node::default();
+        assert_eq!(
+            n.exec(0, &cmd(Script::Acquire, &["a", "100", "150"])).0,
+            granted(1)
+        );
+        // Within the same millisecond: stored + 1; the holder is gone and
+        // waiters are woken (the channel is returned for publishing).
+        let (reply, woken) = n.exec(500, &cmd(Script::ForceRelease, &["50"]));
+        assert_eq!(reply, granted(2));
+        assert!(woken.is_some());
+        // The next holder's fence is above the forced one.
+        assert_eq!(
+            n.exec(600, &cmd(Script::Acquire, &["b", "100", "150"])).0,
+            granted(3)
+        );
+        // A free lock: nothing removed, nobody woken, the fence still moves
+        // on (the server clock wins now), its key kept for the grace.
+        n.exec(700, &cmd(Script::Release, &["b"]));
+        let (reply, woken) = n.exec(10 * MS, &cmd(Script::ForceRelease, &["50"]));
+        assert_eq!(
+            reply,
+            Reply::Array(vec![
+                Reply::Int(0),
+                Reply::Bulk((10 * 1024).to_string().into())
+            ])
+        );
+        assert!(woken.is_none());
+        assert!(n.get(&fence_key(), 59 * MS).is_some());
+        assert!(n.get(&fence_key(), 60 * MS).is_none());
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation, RetryPolicy,
-    Token, Wait,
+    Error, FenceGrace, ForceRelease, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation,
+    RetryPolicy, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -347,6 +347,42 @@ impl Client {
         conns.inspect(&inspect).await
     }
 
+    /// An operator's force-release: remove the lock whoever holds it, wake
+    /// its waiters, and advance its fence past every fence issued so far,
+    /// so a fenced resource refuses the old holder's later writes (its lease
+    /// is lost at its next renewal or extend). Returns that fence: record it
+    /// in a fenced resource to refuse the old holder at once. Logged at
+    /// WARN with this process's pid and host, for the audit trail. With
+    /// Redlock a majority of the nodes must answer.
+    pub async fn force_release(&self, name: impl AsRef<[u8]>) -> Result<u64, Error> {
+        self.force_release_named(LockName::new(name)?).await
+    }
+
+    /// [`Client::force_release`] for a name validated already (the bindings').
+    pub async fn force_release_named(&self, name: LockName) -> Result<u64, Error> {
+        let conns = self.connections(&name, Operation::ForceRelease)?;
+        let keys = self.inner.keyspace.keys(&name);
+        let force = ForceRelease::new(name, &keys, self.inner.fence_grace, conns.nodes.len());
+        let answers = conns
+            .on_every_node(
+                force.name(),
+                Operation::ForceRelease,
+                |i| force.command(i),
+                |r| force.read(r),
+            )
+            .await?;
+        let forced = force.combine(answers)?;
+        tracing::warn!(
+            lock = %force.name(),
+            fence = forced.fence,
+            was_held = forced.was_held,
+            pid = std::process::id(),
+            host = %hostname(),
+            "lock force-released"
+        );
+        Ok(forced.fence)
+    }
+
     /// Close the connections. Auto-renewal stops and leases still held
     /// expire by their TTL; pending acquires fail with `Closed`.
     /// Returns once every compensating release (of a failed, cancelled or
@@ -374,6 +410,15 @@ fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+/// This machine's name for the audit line (Linux; else the environment's).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .or_else(|_| std::env::var("COMPUTERNAME"))
+        .unwrap_or_else(|_| "?".to_owned())
 }
 
 fn redis_message(e: &Error) -> String {

@@ -285,9 +285,10 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        let sharded = conn.sharded() && command.script == Script::Release;
+        let publishes = matches!(command.script, Script::Release | Script::ForceRelease);
+        let sharded = conn.sharded() && publishes;
         if sharded {
-            // The release script's notification goes out as SPUBLISH, to
+            // A release's notification goes out as SPUBLISH, to
             // the shard's sharded subscribers (not an argument the core
             // knows: it is how this topology delivers it).
             evalsha.arg("SPUBLISH");

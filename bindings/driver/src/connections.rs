@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use fencelock_core::{Error, Inspect, LockInfo, LockName, Operation, Token};
+use fencelock_core::{Command, Error, Inspect, LockInfo, LockName, Operation, Reply, Token};
 
 use tokio::sync::watch;
 
@@ -59,22 +59,39 @@ impl Connections {
             .unwrap_or_default()
     }
 
-    /// Run `inspect.lua` on every node at once and combine the answers
-    /// (the core decides what they mean).
+    /// `inspect.lua` on every node, combined by the core.
     pub(crate) async fn inspect(&self, inspect: &Inspect) -> Result<LockInfo, Error> {
+        let (name, op) = (inspect.name(), Operation::Inspect);
+        let views = self
+            .on_every_node(name, op, |i| inspect.command(i), |r| inspect.read(r))
+            .await?;
+        inspect.combine(views)
+    }
+
+    /// Run `command(node)` on every node at once, each reply read by
+    /// `read`: the fan-out of inspect and force-release (the core decides
+    /// what the answers mean). `Closed` for `operation` once closed.
+    pub(crate) async fn on_every_node<T>(
+        &self,
+        name: &LockName,
+        operation: Operation,
+        command: impl Fn(usize) -> Command,
+        read: impl Fn(Reply) -> Result<T, Error>,
+    ) -> Result<Vec<Result<T, Error>>, Error> {
         if *self.closed.borrow() {
-            return Err(Error::closed(inspect.name(), Operation::Inspect));
+            return Err(Error::closed(name, operation));
         }
         let nodes = self.nodes.len();
         let runs = self.nodes.iter().enumerate().map(|(i, node)| {
-            let command = inspect.command(i);
+            let command = command(i);
             let give_up = self.closed.subscribe();
+            let read = &read;
             async move {
                 let bound = node.retry_bound(&command, None, nodes);
-                inspect.read(node.run(&command, bound, give_up).await)
+                read(node.run(&command, bound, give_up).await)
             }
         });
-        inspect.combine(futures_util::future::join_all(runs).await)
+        Ok(futures_util::future::join_all(runs).await)
     }
 }
 

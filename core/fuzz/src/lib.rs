@@ -357,7 +357,7 @@ impl Harness {
                     self.holds_until[node] = Some(cur.map_or(until, |c| c.max(until)));
                 }
             }
-            Script::Release | Script::RaiseFence | Script::Inspect => {}
+            Script::Release | Script::RaiseFence | Script::Inspect | Script::ForceRelease => {}
         }
         let now = self.now;
         self.lock.handle_reply(now, CommandId(id), reply);
@@ -427,6 +427,7 @@ impl Harness {
                 }
                 // Read-only, and sent by `Inspect`, never by a lock.
                 Script::Inspect => panic!("a lock sent an inspect command"),
+                Script::ForceRelease => panic!("a lock sent a force-release command"),
             }
             self.trace.push(dbg);
             let sent = Sent {

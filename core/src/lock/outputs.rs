@@ -97,7 +97,9 @@ impl Lock {
             Script::Release => unreachable!("built by push_release"),
             Script::RaiseFence => unreachable!("built by push_raise_fence"),
             Script::Reclaim => unreachable!("built by push_reclaim"),
-            Script::Inspect => unreachable!("not a lock's command: see inspect.rs"),
+            Script::Inspect | Script::ForceRelease => {
+                unreachable!("not a lock's command: see inspect.rs / force.rs")
+            }
         };
         self.push(node, script, keys, args)
     }

@@ -280,6 +280,35 @@ impl Node {
                     None,
                 )
             }
+            // next = max(GET fence + 1, now * 1024); DEL lock + PUBLISH if
+            // held; SET fence next PX max(pttl, 0) + grace -> {held, next}
+            Script::ForceRelease => {
+                let (Some(lock), Some(fence_key), Some(channel), Some(grace)) =
+                    (key(0), key(1), key(2), arg(0).and_then(|g| int(&g)))
+                else {
+                    return err("ERR wrong number of arguments");
+                };
+                let stored = match self.live(&fence_key, now) {
+                    None => 0,
+                    Some((v, _)) => match fence(v).filter(|&n| n < u64::MAX as u128) {
+                        Some(n) => n,
+                        None => return err("ERR fence counter is not an integer below 2^64-1"),
+                    },
+                };
+                let next = self.next_fence(stored, now);
+                let pttl = match self.live(&lock, now).map(|e| e.1) {
+                    None => None,
+                    Some(exp) => Some(exp.map_or(0, |e| self.server_ms(e - now) as i64)),
+                };
+                if pttl.is_some() {
+                    self.data.remove(&lock);
+                }
+                let keep = (pttl.unwrap_or(0) + grace).max(1) as u64;
+                let expires = now + self.real_us(keep);
+                self.set(&fence_key, next.to_string().as_bytes(), Some(expires));
+                let held = Reply::Int(i64::from(pttl.is_some()));
+                (Reply::Array(vec![held, bulk(next)]), pttl.map(|_| channel))
+            }
         }
     }
 
