@@ -296,10 +296,8 @@ impl Node {
                     },
                 };
                 let next = self.next_fence(stored, now);
-                let pttl = match self.live(&lock, now).map(|e| e.1) {
-                    None => None,
-                    Some(exp) => Some(exp.map_or(0, |e| self.server_ms(e - now) as i64)),
-                };
+                let expiry = self.live(&lock, now).map(|e| e.1);
+                let pttl = expiry.map(|exp| exp.map_or(0, |e| self.server_ms(e - now) as i64));
                 if pttl.is_some() {
                     self.data.remove(&lock);
                 }
