@@ -144,6 +144,11 @@ class Client:
         """What Redis says about ``name`` now (read-only, one round trip per
         node; with Redlock the majority's view). A bad name raises as
         ``acquire`` does."""
+    def force_release(self, name: _Name) -> int:
+        """An operator's force-release: delete the lock whoever holds it,
+        wake its waiters, and advance its fence past every fence issued, so
+        fenced resources refuse the old holder. Returns the new fence; logs
+        a warning naming this process and host."""
     def close(self) -> None:
         """Leases still held expire by their TTL; later acquires, and
         extend/release of this client's leases, raise ``ClientClosed``."""
@@ -190,6 +195,7 @@ class AsyncClient:
         # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...
     def inspect(self, name: _Name) -> asyncio.Future[LockInfo]: ...
+    def force_release(self, name: _Name) -> asyncio.Future[int]: ...
     def close(self) -> asyncio.Future[None]:
         """As ``Client.close``; pending acquires fail with ``ClientClosed``."""
 

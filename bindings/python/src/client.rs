@@ -178,17 +178,20 @@ impl Connector {
         }))
     }
 
-    /// `inspect(name)`: connects on first use, like an acquire.
-    fn inspect(
+    /// A one-shot client operation (inspect, force-release) on `name`:
+    /// connects on first use, like an acquire.
+    fn run<T, F>(
         &self,
         py: Python<'_>,
         name: LockName,
-    ) -> PyResult<impl Future<Output = Result<LockInfo, Error>> + Send + 'static> {
-        let connected = self.connect(self.cell(py, &name, Operation::Inspect)?);
-        Ok(async move {
-            let client = connected.await?;
-            client.inspect_named(name).await.map(LockInfo::new)
-        })
+        operation: Operation,
+        op: impl FnOnce(fencelock::Client, LockName) -> F + Send + 'static,
+    ) -> PyResult<impl Future<Output = Result<T, Error>> + Send + 'static>
+    where
+        F: Future<Output = Result<T, Error>> + Send,
+    {
+        let connected = self.connect(self.cell(py, &name, operation)?);
+        Ok(async move { op(connected.await?, name).await })
     }
 
     fn repr(&self, class: &str) -> String {
@@ -199,6 +202,31 @@ impl Connector {
             String::from_utf8_lossy(self.config.prefix())
         )
     }
+}
+
+fn inspect(
+    py: Python<'_>,
+    connector: &Connector,
+    name: &Bound<'_, PyAny>,
+) -> PyResult<impl Future<Output = Result<LockInfo, Error>> + Send + 'static> {
+    let name = convert::name(name)?.lock;
+    connector.run(py, name, Operation::Inspect, |client, name| async move {
+        client.inspect_named(name).await.map(LockInfo::new)
+    })
+}
+
+fn force_release(
+    py: Python<'_>,
+    connector: &Connector,
+    name: &Bound<'_, PyAny>,
+) -> PyResult<impl Future<Output = Result<u64, Error>> + Send + 'static> {
+    let name = convert::name(name)?.lock;
+    connector.run(
+        py,
+        name,
+        Operation::ForceRelease,
+        |client, name| async move { client.force_release_named(name).await },
+    )
 }
 
 /// Converted `acquire` arguments.
@@ -282,9 +310,15 @@ impl Client {
 
     /// What Redis says about `name` now: a `LockInfo` (read-only).
     fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<LockInfo> {
-        let name = convert::name(name)?;
-        let inspecting = self.connector.inspect(py, name.lock)?;
+        let inspecting = inspect(py, &self.connector, name)?;
         runtime::block_on(py, inspecting)?.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Remove `name` whoever holds it and advance its fence (see the README's
+    /// "Force-release"); returns the new fence. Logged as a warning.
+    fn force_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let forcing = force_release(py, &self.connector, name)?;
+        runtime::block_on(py, forcing)?.map_err(|e| errors::to_py(py, e))
     }
 
     /// Close the connections. Leases still held expire by their TTL.
@@ -410,9 +444,18 @@ impl AsyncClient {
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let name = convert::name(name)?;
-        let inspecting = self.connector.inspect(py, name.lock)?;
+        let inspecting = inspect(py, &self.connector, name)?;
         runtime::future_into_py(py, async move { Ok(Reply::new(inspecting.await)) })
+    }
+
+    /// An awaitable of the new fence (see `Client.force_release`).
+    fn force_release<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let forcing = force_release(py, &self.connector, name)?;
+        runtime::future_into_py(py, async move { Ok(Reply::new(forcing.await)) })
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
