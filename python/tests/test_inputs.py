@@ -176,7 +176,7 @@ def test_bad_client_options(redis_url: str, kwargs: Dict[str, Any], error: Type[
 
 def test_options_are_keywords_only(redis_url: str) -> None:
     with pytest.raises(TypeError):
-        fencelock.Client(redis_url, "myapp:")  # type: ignore[misc]
+        fencelock.Client(redis_url, "myapp:")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword argument 'prefixx'"):
         fencelock.AsyncClient(redis_url, prefixx="a:")  # type: ignore[call-arg]
 
