@@ -10,6 +10,7 @@
 // file only does what has to be JavaScript: AbortSignal plumbing,
 // Symbol.asyncDispose, withLock's callback, and hiding the token from
 // util.inspect / toString / JSON.
+const os = require('node:os')
 const util = require('node:util')
 const { fromNative } = require('./errors.js')
 
@@ -214,6 +215,20 @@ class Client {
       heldByMe: info.heldByMe,
     })
   }
+  /**
+   * An operator's force-release: delete the lock whoever holds it, wake its
+   * waiters and advance its fence past every fence issued, so fenced
+   * resources refuse the old holder. Resolves to the new fence (bigint).
+   * Audited: a process warning (code FENCELOCK_FORCE_RELEASE) names the
+   * lock, the fence, this pid and host.
+   */
+  async forceRelease(name) {
+    checkName(name)
+    const fence = await call(() => this.#native.forceRelease(name), name)
+    process.emitWarning(`lock ${JSON.stringify(String(name))} force-released (fence ${fence}) by pid ${process.pid} on ${os.hostname()}`, { code: 'FENCELOCK_FORCE_RELEASE' })
+    return fence
+  }
+
 
   /**
    * Run `fn(lease)` holding the lock; release on every exit path. Rejects

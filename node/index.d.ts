@@ -105,6 +105,14 @@ export declare class Client implements AsyncDisposable {
    */
   inspect(name: LockName): Promise<LockInfo>
   /**
+   * An operator's force-release: delete the lock whoever holds it, wake its
+   * waiters and advance its fence past every fence issued, so fenced
+   * resources refuse the old holder (its lease is lost at its next renewal
+   * or extend). Resolves to the new fence. Emits a process warning (code
+   * `FENCELOCK_FORCE_RELEASE`) naming the lock, fence, pid and host.
+   */
+  forceRelease(name: LockName): Promise<bigint>
+  /**
    * Close the connections. Leases still held expire by their TTL; pending
    * and later acquires, and extend/release of its leases, reject with
    * ClientClosedError (a RedisError).

@@ -22,6 +22,8 @@ export declare class NativeClient {
    * absent `ttl` / `fence` into null.
    */
   inspect(name: NameArg): Promise<NativeLockInfo>
+  /** Remove `name` whoever holds it and advance its fence: resolves to it. */
+  forceRelease(name: NameArg): Promise<bigint>
   close(): Promise<undefined>
 }
 

@@ -74,6 +74,17 @@ test('README "Inspecting a lock" snippet runs', async () => {
   assert.match(out, /after release false/)
 })
 
+test('README "Force-release" snippet runs', async () => {
+  const [, , js] = blocks('js')
+  const file = path.join(tmp, 'force.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /forced: true, held false/)
+  assert.match(out, /stuck holder lost: true/)
+  assert.match(out, /FENCELOCK_FORCE_RELEASE/)
+})
+
 test('README TypeScript quick start type-checks and runs', async () => {
   const ts = require('typescript')
   const [source] = blocks('ts')

@@ -501,6 +501,21 @@ impl NativeClient {
         })
     }
 
+    /// Remove `name` whoever holds it and advance its fence: resolves to it.
+    #[napi]
+    pub fn force_release<'env>(
+        &self,
+        env: &'env Env,
+        name: NameArg<'_>,
+    ) -> Result<PromiseRaw<'env, BigInt>> {
+        let name = name_arg(name)?;
+        let client = self.inner.clone();
+        env.spawn_future(async move {
+            let fence = client.force_release_named(name.name).await;
+            fence.map(BigInt::from).map_err(lock_error)
+        })
+    }
+
     #[napi]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
         let client = self.inner.clone();
