@@ -180,27 +180,32 @@ class WasmClient {
   /** `client.inspect(name)`: the core's view over every node (read-only). */
   async inspect(name) {
     // Throws (tagged) on a bad name, before anything is sent.
-    const probe = new core.WasmInspect(this.#config, name, [], this.#adapters.length)
+    const probe = core.WasmOneShot.inspect(this.#config, name, [], this.#adapters.length)
     const key = buffer(probe.nameBytes).toString('latin1')
     const tokens = [...this.#owned.values()].filter((o) => o.key === key).map((o) => o.token)
-    return this.runInspect(new core.WasmInspect(this.#config, name, tokens, this.#adapters.length))
+    return this.runOnEveryNode(core.WasmOneShot.inspect(this.#config, name, tokens, this.#adapters.length))
   }
 
-  /** Run one `core.WasmInspect` on every node; resolves to its result. */
-  async runInspect(inspect) {
-    if (this.#closed) throw new Error(inspect.closedMessage())
-    const outcomes = await Promise.all(this.#adapters.map((adapter, node) => run(adapter, inspect.command(node), this.#config.responseTimeout)))
+  /** `client.forceRelease(name)`: resolves to the new fence (a bigint). */
+  forceRelease(name) {
+    return this.runOnEveryNode(core.WasmOneShot.forceRelease(this.#config, name, this.#adapters.length))
+  }
+
+  /** Run one `core.WasmOneShot` on every node; resolves to its result. */
+  async runOnEveryNode(op) {
+    if (this.#closed) throw new Error(op.closedMessage())
+    const outcomes = await Promise.all(this.#adapters.map((adapter, node) => run(adapter, op.command(node), this.#config.responseTimeout)))
     for (const [kind, value] of outcomes) {
-      if (kind === 'reply') inspect.handleReply(value)
-      else if (kind === 'error') inspect.handleError(value)
-      else inspect.handleUnknown(value)
+      if (kind === 'reply') op.handleReply(value)
+      else if (kind === 'error') op.handleError(value)
+      else op.handleUnknown(value)
     }
-    return inspect.result()
+    return op.result()
   }
 
   /** `lease.isHeld()`: whether a majority holds `token` for `name`. */
   async held(name, token) {
-    const info = await this.runInspect(new core.WasmInspect(this.#config, name, [token], this.#adapters.length))
+    const info = await this.runOnEveryNode(core.WasmOneShot.inspect(this.#config, name, [token], this.#adapters.length))
     return info.heldByMe
   }
 

@@ -67,6 +67,14 @@ export declare class Client implements AsyncDisposable {
   /** What Redis says about `name` now (read-only; with Redlock, the majority's view). */
   inspect(name: LockName): Promise<LockInfo>
   /**
+   * An operator's force-release: delete the lock whoever holds it, wake its
+   * waiters and advance its fence past every fence issued, so fenced
+   * resources refuse the old holder (its lease is lost at its next renewal
+   * or extend). Resolves to the new fence. Emits a process warning (code
+   * `FENCELOCK_FORCE_RELEASE`) naming the lock, fence, pid and host.
+   */
+  forceRelease(name: LockName): Promise<bigint>
+  /**
    * Stop: pending and later acquires reject with ClientClosedError, held
    * leases stop renewing and expire by their TTL (their extend and release
    * still run, through the app's client); the app's Redis clients stay open.

@@ -21,8 +21,9 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, Inspect, Instant, KeySpace, Lock, LockConfig, LockName, NodeView,
-    Operation, Progress, Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait,
+    Error, Event, FenceGrace, ForceRelease, Forced, Inspect, Instant, KeySpace, Lock, LockConfig,
+    LockName, NodeView, Operation, Progress, Reply, RetryPolicy, Script, State, Timeout, Token,
+    Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -316,30 +317,35 @@ impl LockSpec {
     }
 }
 
-// ---------------------------------------------------------------- inspect
+// ---------------------------------------------------------------- one-shot operations
 
-/// One `client.inspect(name)` / `lease.isHeld()`: the core's [`Inspect`];
-/// the driver runs `command(node)` on every node, hands each outcome in
-/// (`handleReply` / `handleError` / `handleUnknown`, one per node), then
-/// reads `result()`.
+/// The core's one-shot operation and the answers read so far.
+#[derive(Debug)]
+enum Op {
+    Inspect(Inspect, Vec<Result<NodeView, Error>>),
+    ForceRelease(ForceRelease, Vec<Result<Forced, Error>>),
+}
+
+/// One `client.inspect(name)` / `lease.isHeld()` (the core's [`Inspect`])
+/// or `client.forceRelease(name)` (its [`ForceRelease`]): the driver runs
+/// `command(node)` on every node, hands each outcome in (`handleReply` /
+/// `handleError` / `handleUnknown`, one per node), then reads `result()`.
 #[wasm_bindgen]
 #[derive(Debug)]
-pub struct WasmInspect {
-    inspect: Inspect,
-    views: Vec<Result<NodeView, Error>>,
+pub struct WasmOneShot {
+    op: Op,
 }
 
 #[wasm_bindgen]
-impl WasmInspect {
+impl WasmOneShot {
     /// `tokens`: the caller's own tokens for `name` (strings), for `heldByMe`.
     /// A bad name throws as `LockSpec` does.
-    #[wasm_bindgen(constructor)]
-    pub fn new(
+    pub fn inspect(
         client: &ClientConfig,
         name: JsValue,
         tokens: Array,
         nodes: usize,
-    ) -> Result<WasmInspect, JsValue> {
+    ) -> Result<WasmOneShot, JsValue> {
         let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
         let keys = client.keys.keys(&name);
         let tokens: Vec<Token> = tokens
@@ -347,52 +353,90 @@ impl WasmInspect {
             .filter_map(|t| t.as_string())
             .map(Token)
             .collect();
-        Ok(WasmInspect {
-            inspect: Inspect::new(name, &keys, &tokens, nodes),
-            views: Vec::new(),
+        let inspect = Inspect::new(name, &keys, &tokens, nodes);
+        Ok(WasmOneShot {
+            op: Op::Inspect(inspect, Vec::new()),
         })
+    }
+
+    /// An operator's force-release of `name`. A bad name throws.
+    #[wasm_bindgen(js_name = forceRelease)]
+    pub fn force_release(
+        client: &ClientConfig,
+        name: JsValue,
+        nodes: usize,
+    ) -> Result<WasmOneShot, JsValue> {
+        let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
+        let keys = client.keys.keys(&name);
+        let force = ForceRelease::new(name, &keys, client.fence_grace, nodes);
+        Ok(WasmOneShot {
+            op: Op::ForceRelease(force, Vec::new()),
+        })
+    }
+
+    fn name(&self) -> &LockName {
+        match &self.op {
+            Op::Inspect(inspect, _) => inspect.name(),
+            Op::ForceRelease(force, _) => force.name(),
+        }
     }
 
     #[wasm_bindgen(getter, js_name = nameBytes)]
     pub fn name_bytes(&self) -> Vec<u8> {
-        self.inspect.name().as_bytes().to_vec()
+        self.name().as_bytes().to_vec()
     }
 
     #[wasm_bindgen(js_name = closedMessage)]
     pub fn closed_message(&self) -> String {
-        lock_tag(&Error::closed(self.inspect.name(), Operation::Inspect))
+        let operation = match self.op {
+            Op::Inspect(..) => Operation::Inspect,
+            Op::ForceRelease(..) => Operation::ForceRelease,
+        };
+        lock_tag(&Error::closed(self.name(), operation))
     }
 
     /// The command for node `node` (`{ id, node, sha, keys, args }`).
     pub fn command(&self, node: usize) -> JsValue {
-        command_record(&self.inspect.command(node))
+        command_record(&match &self.op {
+            Op::Inspect(inspect, _) => inspect.command(node),
+            Op::ForceRelease(force, _) => force.command(node),
+        })
+    }
+
+    fn read(&mut self, reply: Reply) {
+        match &mut self.op {
+            Op::Inspect(inspect, views) => views.push(inspect.read(reply)),
+            Op::ForceRelease(force, answers) => answers.push(force.read(reply)),
+        }
     }
 
     #[wasm_bindgen(js_name = handleReply)]
     pub fn handle_reply(&mut self, reply: JsValue) {
-        let view = self.inspect.read(to_reply(&reply));
-        self.views.push(view);
+        self.read(to_reply(&reply));
     }
 
     #[wasm_bindgen(js_name = handleError)]
     pub fn handle_error(&mut self, message: String) {
-        let view = self.inspect.read(Reply::Error(message));
-        self.views.push(view);
+        self.read(Reply::Error(message));
     }
 
     #[wasm_bindgen(js_name = handleUnknown)]
     pub fn handle_unknown(&mut self, message: String) {
-        let view = self.inspect.read(Reply::Unknown(message));
-        self.views.push(view);
+        self.read(Reply::Unknown(message));
     }
 
-    /// `{ held, ttl (ms or null), fence (bigint or null), heldByMe }`, or
-    /// throws the tagged error (too few nodes answered).
+    /// Inspect: `{ held, ttl (ms or null), fence (bigint or null), heldByMe }`;
+    /// force-release: the new fence (a bigint). Throws the tagged error when
+    /// too few nodes answered.
     pub fn result(&self) -> Result<JsValue, JsValue> {
-        let info = self
-            .inspect
-            .combine(self.views.clone())
-            .map_err(lock_error)?;
+        let bigint = |f: u64| JsValue::from(js_sys::BigInt::from(f));
+        let info = match &self.op {
+            Op::ForceRelease(force, answers) => {
+                let forced = force.combine(answers.clone()).map_err(lock_error)?;
+                return Ok(bigint(forced.fence));
+            }
+            Op::Inspect(inspect, views) => inspect.combine(views.clone()).map_err(lock_error)?,
+        };
         Ok(record(&[
             ("held", JsValue::from(info.held)),
             (
@@ -400,11 +444,7 @@ impl WasmInspect {
                 info.ttl
                     .map_or(JsValue::NULL, |d| JsValue::from(d.as_millis() as f64)),
             ),
-            (
-                "fence",
-                info.fence
-                    .map_or(JsValue::NULL, |f| js_sys::BigInt::from(f).into()),
-            ),
+            ("fence", info.fence.map_or(JsValue::NULL, bigint)),
             ("heldByMe", JsValue::from(info.held_by_me)),
         ]))
     }
