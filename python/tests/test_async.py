@@ -351,3 +351,79 @@ def test_names(redis_url: str, r: Redis, name: str) -> None:
         await aclient.close()
 
     run(main())
+
+
+def test_loops_one_after_another_and_side_by_side(redis_url: str, name: str) -> None:
+    """Results reach each loop through its own completion queue: loops in
+    turn on one thread and at once on several threads all get theirs, and
+    finished loops leave no file descriptors behind."""
+    import os
+    import threading
+
+    async def main(tag: str) -> None:
+        aclient = fencelock.AsyncClient(redis_url)
+        for _ in range(20):
+            lease = await aclient.acquire(f"{name}:{tag}", ttl=5.0)
+            await lease.release()
+        with pytest.raises(fencelock.NotAcquired):
+            held = await aclient.acquire(f"{name}:{tag}", ttl=5.0)
+            try:
+                await aclient.acquire(f"{name}:{tag}", ttl=5.0, wait=0)
+            finally:
+                await held.release()
+        await aclient.close()
+
+    asyncio.run(main("warm-up"))
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    for i in range(10):
+        asyncio.run(main("in-turn"))
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) <= fds
+    errors: List[BaseException] = []
+
+    def thread(i: int) -> None:
+        try:
+            asyncio.run(main(f"thread-{i}"))
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=thread, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+
+
+def test_a_loop_without_add_reader_still_works(redis_url: str, r: Redis, name: str) -> None:
+    """Event loops that do not implement `add_reader` get their results
+    through `call_soon_threadsafe` instead; cancelling still drops the acquire."""
+
+    class NoReaderLoop(asyncio.SelectorEventLoop):
+        def add_reader(self, *args: object) -> None:
+            raise NotImplementedError
+
+    async def main() -> None:
+        a = fencelock.AsyncClient(redis_url)
+        b = fencelock.AsyncClient(redis_url)
+        holder = await a.acquire(name, ttl=30.0)
+        assert await holder.held()
+        waiter = asyncio.ensure_future(b.acquire(name, ttl=30.0))
+        await until(lambda: subscribers(r, name) > 0, what="the waiter to subscribe")
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await until(lambda: subscribers(r, name) == 0, what="the cancelled waiter to unsubscribe")
+        await holder.release()
+        lease = await b.try_acquire(name, ttl=1.0)  # free, and b is not stuck
+        assert lease is not None
+        await lease.release()
+        assert r.execute("EXISTS", lock_keys(name)[0]) == 0
+        await a.close()
+        await b.close()
+
+    loop = NoReaderLoop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
