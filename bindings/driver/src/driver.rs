@@ -20,7 +20,7 @@ use crate::clock::{now, to_tokio};
 use crate::connections::Connections;
 use crate::lease::{Granted, Lease, LeaseParts, Request, Shared};
 use crate::notify::Subscription;
-use crate::queue::{Place, SharedPlace, Turn};
+use crate::queue::{self, SharedPlace, Turn, Waited};
 
 enum Pending {
     Extend(oneshot::Sender<Result<(), Error>>),
@@ -68,35 +68,33 @@ pub(crate) async fn run(job: Job) {
     // only while both go down the same healthy connection, not across a
     // reconnect or a retry; then a try-once would meet our own abandoned key
     // and report NotAcquired on a free lock.)
-    let Some(place) = place.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-        return; // cancelled before we started; the caller left the line
+    let deadline = match config.wait {
+        // A bound too large for the clock is no bound.
+        Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
+        Wait::Forever => None,
     };
-    let turn = match place {
-        Place::Turn(turn) => turn,
-        Place::Waiting(waiting) => {
-            let deadline = match config.wait {
-                // A bound too large for the clock is no bound.
-                Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
-                Wait::Forever => None,
-            };
-            tokio::select! {
-                biased;
-                // A cancelled acquire leaves even if the turn just came.
-                () = reply.closed() => return,
-                turn = waiting.take_until(deadline) => match turn {
-                    Some(turn) => turn,
-                    None => {
-                        let _ = reply.send(Err(Error::not_acquired(&config.name)));
-                        return;
-                    }
-                },
-                _ = closed.changed() => {
-                    let _ = reply.send(Err(closed_error(&config.name)));
-                    return;
-                }
+    // The place stays in its cell while we wait: a caller that cancels
+    // takes it back and leaves the line at once, even while this task is
+    // not running (see `queue::take_until`).
+    let turn = tokio::select! {
+        biased;
+        // A cancelled acquire leaves even if the turn just came.
+        () = reply.closed() => return,
+        waited = queue::take_until(&place, deadline) => match waited {
+            Waited::Turn(turn) => turn,
+            // Cancelled; the caller left the line.
+            Waited::Left => return,
+            Waited::GaveUp => {
+                let _ = reply.send(Err(Error::not_acquired(&config.name)));
+                return;
             }
+        },
+        _ = closed.changed() => {
+            let _ = reply.send(Err(closed_error(&config.name)));
+            return;
         }
     };
+    drop(place);
     if let Wait::Bounded(d) = config.wait {
         config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
     }

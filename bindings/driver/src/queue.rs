@@ -89,6 +89,17 @@ impl Slot {
         self.entry.as_ref().expect("slot entry present until drop")
     }
 
+    /// Another handle on the same entry (made under the map's lock, as
+    /// every clone is: see `Drop for Slot`).
+    fn share(&self) -> Slot {
+        let _slots = self.queues.slots.lock().unwrap_or_else(|e| e.into_inner());
+        Slot {
+            entry: self.entry.clone(),
+            queues: Arc::clone(&self.queues),
+            name: self.name.clone(),
+        }
+    }
+
     fn into_turn(self, guard: OwnedMutexGuard<()>, who: Cancelled) -> Turn {
         *self
             .entry()
@@ -122,8 +133,9 @@ impl Slot {
     }
 }
 
-/// A place shared by the acquire's caller and its task: whichever comes
-/// first takes it (the task to wait, the caller to leave on cancel).
+/// A place shared by the acquire's caller and its task: the task waits for
+/// its turn in it ([`take_until`]); the caller takes it back to leave the
+/// line at once when it cancels, whether or not the task started waiting.
 pub(crate) type SharedPlace = Arc<Mutex<Option<Place>>>;
 
 /// Where an acquire stands in its name's line.
@@ -149,48 +161,119 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
-    /// Wait for our turn (FIFO) until `deadline` (`None`: no bound). Past
-    /// the deadline, keep waiting only while the turn is held by an acquire
-    /// of this client that was cancelled: it is only finishing its
-    /// compensating release, so the name is not really busy, and a try-once
-    /// (`deadline` = now) or a short wait must not report `NotAcquired`
-    /// because of it. Once that acquire leaves, the turn is ours if we are
-    /// next in line; if another local waiter was ahead of us, `None`.
-    /// Cancel-safe: dropping the future leaves the queue.
-    pub(crate) async fn take_until(self, deadline: Option<tokio::time::Instant>) -> Option<Turn> {
-        let Waiting {
-            slot,
-            mut lock,
-            who,
-        } = self;
-        let guard = {
-            let entry = slot.entry();
-            let mut past = deadline.is_some_and(|d| d <= tokio::time::Instant::now());
-            let expired = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::pin!(expired);
-            loop {
-                // Registered before the holder is looked at, so a turn given
-                // back after the look still wakes us.
-                let freed = entry.freed.notified();
-                tokio::pin!(freed);
-                freed.as_mut().enable();
-                let give_up = past && !entry.held_by_cancelled();
-                tokio::select! {
-                    biased;
-                    guard = &mut lock => break guard,
-                    () = std::future::ready(()), if give_up => return None,
-                    () = &mut expired, if !past => past = true,
-                    () = &mut freed, if past => {}
-                }
-            }
-        };
+    fn into_turn(self, guard: OwnedMutexGuard<()>) -> Turn {
+        let Waiting { slot, lock, who } = self;
         drop(lock);
-        Some(slot.into_turn(guard, who))
+        slot.into_turn(guard, who)
+    }
+}
+
+/// What waiting in a shared place came to.
+pub(crate) enum Waited {
+    Turn(Turn),
+    /// Past the deadline, and the turn is held by a live acquire of this
+    /// client (or goes to a live waiter who lined up before us). We have
+    /// left the line.
+    GaveUp,
+    /// The caller cancelled and took the place back: it left the line.
+    Left,
+}
+
+/// Takes a place that is still waiting out of its cell when dropped: the
+/// line is left however the wait ends (given up, the client closed, the
+/// task's future dropped), not when the caller's handle on the cell goes.
+struct LeaveOnDrop<'a>(&'a SharedPlace);
+
+impl Drop for LeaveOnDrop<'_> {
+    fn drop(&mut self) {
+        let mut cell = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let left = match cell.take() {
+            // Taken: ours to keep (cannot be here, the wait took it).
+            Some(turn @ Place::Turn(_)) => {
+                *cell = Some(turn);
+                None
+            }
+            waiting => waiting,
+        };
+        drop(cell);
+        drop(left);
+    }
+}
+
+/// Wait in `place` for our turn (FIFO) until `deadline` (`None`: no bound).
+/// Past the deadline, keep waiting only while the turn is held by an
+/// acquire of this client that was cancelled: it is only finishing its
+/// compensating release, so the name is not really busy, and a try-once
+/// (`deadline` = now) or a short wait must not report `NotAcquired`
+/// because of it. Once that acquire leaves, the turn is ours if we are
+/// next in line; if another live local waiter was ahead of us, `GaveUp`.
+///
+/// The place stays in its cell while we wait, and the lock future is
+/// polled there: an acquire cancelled by its caller takes it out (leaving
+/// the line) synchronously, inside the caller's drop. Were it kept in the
+/// waiting task until that task next runs, the turn given back by the
+/// cancelled holder ahead would go to this waiter nobody waits for, the
+/// holder flag would be clear while it sat on it, and a try-once of the
+/// same client behind it would give up on a free name.
+/// Cancel-safe: dropping the future leaves the queue.
+pub(crate) async fn take_until(
+    place: &SharedPlace,
+    deadline: Option<tokio::time::Instant>,
+) -> Waited {
+    let cell = || place.lock().unwrap_or_else(|e| e.into_inner());
+    // Our own handle on the entry: the place may be taken from the cell
+    // under us.
+    let slot = {
+        let mut cell = cell();
+        match cell.as_ref() {
+            None => return Waited::Left,
+            Some(Place::Waiting(waiting)) => waiting.slot.share(),
+            Some(Place::Turn(_)) => {
+                let Some(Place::Turn(turn)) = cell.take() else {
+                    unreachable!("matched above")
+                };
+                return Waited::Turn(turn);
+            }
+        }
+    };
+    let _leave = LeaveOnDrop(place);
+    let mut turn = std::pin::pin!(std::future::poll_fn(|cx| {
+        let mut cell = cell();
+        let Some(Place::Waiting(waiting)) = cell.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let guard = std::task::ready!(waiting.lock.as_mut().poll(cx));
+        let Some(Place::Waiting(waiting)) = cell.take() else {
+            unreachable!("matched above")
+        };
+        Poll::Ready(Some(waiting.into_turn(guard)))
+    }));
+    let entry = slot.entry();
+    let mut past = deadline.is_some_and(|d| d <= tokio::time::Instant::now());
+    let expired = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(expired);
+    loop {
+        // Registered before the holder is looked at, so a turn given
+        // back after the look still wakes us.
+        let freed = entry.freed.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        let give_up = past && !entry.held_by_cancelled();
+        tokio::select! {
+            biased;
+            turn = &mut turn => return match turn {
+                Some(turn) => Waited::Turn(turn),
+                None => Waited::Left,
+            },
+            () = std::future::ready(()), if give_up => return Waited::GaveUp,
+            () = &mut expired, if !past => past = true,
+            () = &mut freed, if past => {}
+        }
     }
 }
 
@@ -261,14 +344,19 @@ mod tests {
         }
     }
 
+    fn shared(place: Place) -> SharedPlace {
+        Arc::new(Mutex::new(Some(place)))
+    }
+
     async fn take_until(
         queues: &Arc<NameQueues>,
         who: &Cancelled,
         deadline: Option<tokio::time::Instant>,
     ) -> Option<Turn> {
-        match queues.slot(b"a").line_up(who) {
-            Place::Turn(turn) => Some(turn),
-            Place::Waiting(waiting) => waiting.take_until(deadline).await,
+        let place = shared(queues.slot(b"a").line_up(who));
+        match super::take_until(&place, deadline).await {
+            Waited::Turn(turn) => Some(turn),
+            Waited::GaveUp | Waited::Left => None,
         }
     }
 
@@ -295,17 +383,19 @@ mod tests {
     async fn waiters_are_served_in_the_order_they_lined_up() {
         let queues = Arc::new(NameQueues::default());
         let first = try_take(&queues, &who()).unwrap();
-        let places: Vec<(usize, Waiting)> = (0..200)
+        let places: Vec<(usize, SharedPlace)> = (0..200)
             .map(|i| match queues.slot(b"a").line_up(&who()) {
-                Place::Waiting(waiting) => (i, waiting),
+                place @ Place::Waiting(_) => (i, shared(place)),
                 Place::Turn(_) => panic!("the turn is held"),
             })
             .collect();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        for (i, waiting) in places.into_iter().rev() {
+        for (i, place) in places.into_iter().rev() {
             let tx = tx.clone();
             tokio::spawn(async move {
-                let turn = waiting.take_until(None).await.unwrap();
+                let Waited::Turn(turn) = super::take_until(&place, None).await else {
+                    panic!("no deadline, not cancelled");
+                };
                 tx.send(i).unwrap();
                 drop(turn);
             });
@@ -365,6 +455,78 @@ mod tests {
         drop(held);
         assert!(trying.await.unwrap().is_none());
         drop(first.await.unwrap().unwrap());
+        assert_eq!(queues.len(), 0);
+    }
+
+    fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+        Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// The fast path's drop-mid-flight loop, without Redis: the holder only
+    /// compensates (cancelled), the next acquire was lined up and its task
+    /// started waiting, then its caller dropped it too, before that task
+    /// ran again. A try-once behind both must get the turn when the holder
+    /// leaves, not find it handed to the waiter nobody waits for.
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_waiter_whose_task_already_waits_leaves_the_line_at_once() {
+        let queues = Arc::new(NameQueues::default());
+        let holder = who();
+        let held = try_take(&queues, &holder).unwrap();
+        holder.store(true, Ordering::Release);
+
+        let dropped = who();
+        let place = shared(queues.slot(b"a").line_up(&dropped));
+        let mut waiting = Box::pin(super::take_until(&place, None));
+        assert!(poll_once(&mut waiting).is_pending(), "behind the holder");
+        // The caller's drop (`Acquiring`), while its task is not running.
+        dropped.store(true, Ordering::Release);
+        let left = place.lock().unwrap().take();
+        assert!(matches!(left, Some(Place::Waiting(_))));
+        drop(left);
+
+        let now = tokio::time::Instant::now;
+        let trying = tokio::spawn({
+            let queues = Arc::clone(&queues);
+            async move { take_until(&queues, &who(), Some(now())).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!trying.is_finished(), "waits for the cancelled holder");
+        drop(held);
+        let turn = trying.await.unwrap();
+        assert!(
+            turn.is_some(),
+            "the try-once was turned away by a dropped acquire"
+        );
+        // The dropped waiter's task, when it runs, finds it left.
+        assert!(matches!(poll_once(&mut waiting), Poll::Ready(Waited::Left)));
+        drop(waiting);
+        drop(turn);
+        assert_eq!(queues.len(), 0);
+    }
+
+    /// A wait that gives up (or whose task stops) leaves the line even while
+    /// the caller still holds its handle on the place.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_ends_leaves_the_line() {
+        let queues = Arc::new(NameQueues::default());
+        let held = try_take(&queues, &who()).unwrap();
+        let place = shared(queues.slot(b"a").line_up(&who()));
+        let now = tokio::time::Instant::now();
+        assert!(matches!(
+            super::take_until(&place, Some(now)).await,
+            Waited::GaveUp
+        ));
+        assert!(place.lock().unwrap().is_none());
+        let place2 = shared(queues.slot(b"a").line_up(&who()));
+        let mut waiting = Box::pin(super::take_until(&place2, None));
+        assert!(poll_once(&mut waiting).is_pending());
+        drop(waiting);
+        assert!(place2.lock().unwrap().is_none());
+        drop(held);
+        // Nobody is left in line before us: the turn is free.
+        let turn = try_take(&queues, &who()).expect("the line was left");
+        drop(turn);
+        drop((place, place2));
         assert_eq!(queues.len(), 0);
     }
 }
