@@ -85,4 +85,4 @@ pub use name::{LockName, MAX_NAME_BYTES};
 pub use replicas::{replica_count, replica_count_int, WaitReplicas};
 pub use scripts::Script;
 pub use time::Instant;
-pub use ttl::{FenceGrace, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};
+pub use ttl::{FenceGrace, MaxHold, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};
