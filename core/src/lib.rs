@@ -13,7 +13,7 @@
 //!
 //! 1. **Input.** Make one call with the current time:
 //!    - an application call: [`Lock::acquire`], [`Lock::extend`],
-//!      [`Lock::release`], [`Lock::cancel`];
+//!      [`Lock::release`], [`Lock::cancel`], [`Lock::stop_renewing`];
 //!    - or what happened outside: [`Lock::handle_reply`] (the reply to a
 //!      command sent earlier), [`Lock::handle_wakeup`] (a release
 //!      notification, or the subscription asked for is active),

@@ -35,6 +35,32 @@
 //! }
 //! ```
 //!
+//! # Renewal controls
+//!
+//! The README's Rust renewal example (kept identical; compiled as a doctest):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn renewal(client: &Client) -> Result<(), Error> {
+//!     // Renewed every ttl/3, for at most max_hold in total: then the lease
+//!     // runs out at its validity end and is lost (about max_hold + ttl).
+//!     let options = LockOptions::new(Duration::from_secs(10))
+//!         .auto_renew(true)
+//!         .max_hold(Duration::from_secs(60));
+//!     let lease = client.acquire("report:daily", &options).await?;
+//!     lease.on_lost(|| eprintln!("held for max_hold: stop working"));
+//!
+//!     // Stop renewing at once (no command is sent); an explicit extend still
+//!     // extends it once. Lost when its validity ends, unless released first.
+//!     lease.stop_renewing();
+//!     lease.extend(Some(Duration::from_secs(5))).await?;
+//!     lease.release().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
