@@ -381,6 +381,7 @@ impl AsyncClient {
     // <gen_stubs signature>
     #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
     // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
     fn _acquire<'py>(
         &self,
         py: Python<'py>,
