@@ -118,6 +118,11 @@ class Lease {
     return call(() => this.#native.held(), this.#name)
   }
 
+  /** Stop auto-renewal: the lease runs out at its validity end (no command; a no-op without autoRenew). */
+  stopRenewing() {
+    this.#native.stopRenewing()
+  }
+
   [Symbol.asyncDispose]() {
     return this.release()
   }

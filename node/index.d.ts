@@ -78,6 +78,14 @@ export interface LockOptions {
   signal?: AbortSignal
   /** Extend every ttl/3 in the background until released or lost (default false). */
   autoRenew?: boolean
+  /**
+   * With autoRenew: stop renewing once the lease has been held this many
+   * milliseconds in total (1 ..= 2^40, fractions round up); it then runs out
+   * at its validity end and `lease.signal` aborts, as for a failed renewal
+   * (about maxHold + ttl after the acquire). Accepted and ignored without
+   * autoRenew. Out of range: RangeError; a non-number: TypeError.
+   */
+  maxHold?: number
 }
 
 /** A connection to one Redis, or to N independent Redis nodes (Redlock). */
@@ -159,6 +167,13 @@ export declare class Lease implements AsyncDisposable {
   release(): Promise<void>
   /** Ask Redis whether this lease still holds the lock (read-only): false once released, expired or taken over. */
   isHeld(): Promise<boolean>
+  /**
+   * Stop auto-renewal: the lease stays valid until its validity ends, then
+   * it is lost (`signal` aborts) unless released or extended first (`extend`
+   * still extends, once per call). Sends no command; idempotent; a no-op
+   * without autoRenew.
+   */
+  stopRenewing(): void
   /** `await using lease = await client.acquire(...)` releases at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>
   toString(): string

@@ -62,6 +62,8 @@ export declare class NativeLease {
   release(): Promise<undefined>
   /** Whether this lease still holds the lock, asked of Redis. */
   held(): Promise<boolean>
+  /** Stop auto-renewal (no command; a no-op without autoRenew). */
+  stopRenewing(): void
 }
 
 /** Connect to one Redis URL or to several independent nodes (Redlock). */

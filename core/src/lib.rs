@@ -13,7 +13,7 @@
 //!
 //! 1. **Input.** Make one call with the current time:
 //!    - an application call: [`Lock::acquire`], [`Lock::extend`],
-//!      [`Lock::release`], [`Lock::cancel`];
+//!      [`Lock::release`], [`Lock::cancel`], [`Lock::stop_renewing`];
 //!    - or what happened outside: [`Lock::handle_reply`] (the reply to a
 //!      command sent earlier), [`Lock::handle_wakeup`] (a release
 //!      notification, or the subscription asked for is active),
@@ -88,4 +88,4 @@ pub use name::{LockName, MAX_NAME_BYTES};
 pub use replicas::{replica_count, replica_count_int, WaitReplicas};
 pub use scripts::Script;
 pub use time::Instant;
-pub use ttl::{FenceGrace, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};
+pub use ttl::{FenceGrace, MaxHold, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};

@@ -74,6 +74,58 @@ impl Ttl {
     }
 }
 
+/// The most time an auto-renewed lease is kept alive in total, counted from
+/// the acquire: whole milliseconds, 1 ms ..= 2^40 ms (fractions round up).
+/// Renewal stops once it is reached, so the lease then runs out at the end of
+/// its last validity window and is lost like one whose renewal failed. A
+/// lease that does not auto-renew accepts it and ignores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MaxHold(u64);
+
+impl MaxHold {
+    pub fn from_millis(ms: u64) -> Result<Self, Error> {
+        if ms == 0 {
+            return Err(Error::invalid("max hold must be positive"));
+        }
+        if ms > MAX_TTL_MS {
+            return Err(Error::invalid(format!(
+                "max hold must be at most {MAX_TTL_MS} ms"
+            )));
+        }
+        Ok(MaxHold(ms))
+    }
+
+    /// Fractions of a millisecond round up.
+    pub fn from_duration(max_hold: Duration) -> Result<Self, Error> {
+        let ms = max_hold.as_nanos().div_ceil(1_000_000);
+        Self::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
+    /// Python's unit: seconds as a float.
+    pub fn from_secs_f64(secs: f64) -> Result<Self, Error> {
+        Self::from_millis_f64(finite_non_negative("max hold", secs)? * 1000.0)
+    }
+
+    /// Node's unit: milliseconds as a float.
+    pub fn from_millis_f64(ms: f64) -> Result<Self, Error> {
+        let ms = finite_non_negative("max hold", ms)?.ceil();
+        if ms > MAX_TTL_MS as f64 {
+            return Err(Error::invalid(format!(
+                "max hold must be at most {MAX_TTL_MS} ms"
+            )));
+        }
+        Self::from_millis(ms as u64)
+    }
+
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+}
+
 /// How long a lock's fence key outlives the lock itself (after the last
 /// acquire, extend or renewal), 0 ..= 2^40 ms. Within the grace the stored
 /// fence still counts; after it the key is gone and the next fence comes
@@ -286,6 +338,44 @@ mod tests {
             let ttl = Ttl::from_millis(ms).unwrap();
             assert!(ttl.drift() < ttl.as_duration(), "{ms}");
         }
+    }
+
+    #[test]
+    fn max_hold_is_positive_whole_ms_and_rejects_bad_values() {
+        assert_eq!(MaxHold::from_secs_f64(2.5).unwrap().as_millis(), 2_500);
+        assert_eq!(MaxHold::from_secs_f64(0.0001).unwrap().as_millis(), 1);
+        assert_eq!(MaxHold::from_millis_f64(1.2).unwrap().as_millis(), 2);
+        assert_eq!(
+            MaxHold::from_duration(Duration::from_micros(1500))
+                .unwrap()
+                .as_millis(),
+            2
+        );
+        assert_eq!(
+            MaxHold::from_millis(MAX_TTL_MS).unwrap().as_duration(),
+            Duration::from_millis(MAX_TTL_MS)
+        );
+        for bad in [
+            0.0,
+            -0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            (MAX_TTL_MS + 1) as f64,
+            1e300,
+        ] {
+            assert!(
+                matches!(
+                    MaxHold::from_millis_f64(bad),
+                    Err(Error::InvalidArgument(_))
+                ),
+                "{bad}"
+            );
+            assert!(MaxHold::from_secs_f64(bad / 1000.0).is_err(), "{bad}");
+        }
+        assert!(MaxHold::from_duration(Duration::ZERO).is_err());
+        assert!(MaxHold::from_duration(Duration::MAX).is_err());
     }
 
     #[test]

@@ -633,6 +633,7 @@ fn fuzz(case: &FuzzCase) -> Result<(), String> {
             wait: case.wait,
             nodes: case.nodes,
             auto_renew: case.auto_renew,
+            max_hold: None,
             retry: RetryPolicy::default(),
             fence_grace: FenceGrace::DEFAULT,
             seed: case.epoch_us,

@@ -24,6 +24,7 @@ fn lock(replicas: u32, auto_renew: bool) -> Lock {
         wait: Wait::Bounded(Duration::from_secs(5)),
         nodes: 1,
         auto_renew,
+        max_hold: None,
         retry: RetryPolicy::default(),
         fence_grace: FenceGrace::DEFAULT,
         seed: 7,

@@ -896,3 +896,151 @@ fn rolling_restart_keeps_an_auto_renewed_redlock_lease() {
         assert_eq!(sim.holder(n).unwrap().0, sim.token(a), "node {n}");
     }
 }
+
+/// When each extend of `lease` was sent (global time).
+fn extends_sent(sim: &Sim, lease: usize) -> Vec<u64> {
+    sim.leases[lease]
+        .sent
+        .iter()
+        .filter(|c| c.1.script == Script::Extend)
+        .map(|c| c.0)
+        .collect()
+}
+
+fn lost_at(sim: &Sim, lease: usize) -> Vec<u64> {
+    sim.leases[lease]
+        .events
+        .iter()
+        .filter(|e| e.1 == Event::Lost)
+        .map(|e| e.0)
+        .collect()
+}
+
+#[test]
+fn max_hold_stops_renewal_and_the_lease_runs_out_at_its_validity_end() {
+    let mut sim = Sim::new(40, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(300, Wait::Forever);
+    opts.auto_renew = true;
+    opts.max_hold = Some(fencelock_core::MaxHold::from_millis(1_000).unwrap());
+    let a = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.run_until(3_000 * MS);
+
+    // Renewed every ttl/3 while held for less than max_hold, never after.
+    let extends = extends_sent(&sim, a);
+    assert_eq!(extends.len(), 9, "{extends:?}");
+    assert!(extends.iter().all(|&t| t < 1_000 * MS), "{extends:?}");
+    let last = *extends.last().unwrap();
+    assert!(last >= 1_000 * MS - 100 * MS, "{extends:?}");
+    // Lost once, at the last renewal's validity end (ttl - drift after it).
+    let lost = lost_at(&sim, a);
+    assert_eq!(lost, [last + (300 - 5) * MS], "{:?}", sim.leases[a].events);
+    assert!(sim.leases[a].lock.is_lost());
+    assert!(!sim.leases[a]
+        .lock
+        .is_renewing(sim.leases[a].lock.valid_until().unwrap()));
+    assert_eq!(sim.windows(a), [(2 * MS, lost[0])], "held without a gap");
+    // ... and the key expired in Redis by its last PEXPIRE.
+    assert_eq!(sim.holder(0), None);
+    // A release afterwards is the usual LockLost.
+    sim.at(sim.now, a, AppAction::Release);
+    sim.run_for(10 * MS);
+    assert!(matches!(
+        sim.leases[a].last_event(),
+        Some(Event::Released(Err(Error::LockLost { .. })))
+    ));
+}
+
+#[test]
+fn max_hold_shorter_than_a_renewal_interval_sends_no_renewal() {
+    let mut sim = Sim::new(41, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(300, Wait::Forever);
+    opts.auto_renew = true;
+    opts.max_hold = Some(fencelock_core::MaxHold::from_millis(50).unwrap());
+    let a = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.run_until(1_000 * MS);
+    assert_eq!(extends_sent(&sim, a), Vec::<u64>::new());
+    assert_eq!(lost_at(&sim, a), [(300 - 5) * MS]);
+}
+
+#[test]
+fn max_hold_without_auto_renew_changes_nothing() {
+    let run = |max_hold: Option<u64>| {
+        let mut sim = Sim::new(42, 1, Net::calm());
+        let c = sim.add_client(Clock::PERFECT);
+        let mut opts = LeaseOpts::new(300, Wait::Forever);
+        opts.max_hold = max_hold.map(|ms| fencelock_core::MaxHold::from_millis(ms).unwrap());
+        let a = sim.add_lease(c, opts);
+        sim.at(0, a, AppAction::Acquire);
+        sim.at(100 * MS, a, AppAction::Extend(None));
+        sim.run_until(1_000 * MS);
+        (
+            scripts_sent(&sim, a),
+            lost_at(&sim, a),
+            sim.leases[a].events.clone(),
+        )
+    };
+    assert_eq!(run(Some(10)), run(None));
+}
+
+#[test]
+fn stop_renewing_lets_the_lease_run_out_and_an_explicit_extend_still_works_once() {
+    let mut sim = Sim::new(43, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(300, Wait::Forever);
+    opts.auto_renew = true;
+    let a = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(450 * MS, a, AppAction::StopRenewing);
+    sim.at(460 * MS, a, AppAction::StopRenewing); // idempotent
+    sim.at(500 * MS, a, AppAction::Extend(None));
+    sim.run_until(2_000 * MS);
+
+    let extends = extends_sent(&sim, a);
+    let (before, after): (Vec<u64>, Vec<u64>) = extends.iter().partition(|&&t| t < 450 * MS);
+    assert_eq!(before.len(), 4, "renewed until stopped: {extends:?}");
+    assert_eq!(after, [500 * MS], "only the caller's extend after the stop");
+    assert!(sim.leases[a]
+        .events
+        .iter()
+        .any(|e| matches!(e.1, Event::Extended { .. }) && e.0 > 500 * MS));
+    // Lost once, at that extend's validity end.
+    assert_eq!(lost_at(&sim, a), [(500 + 300 - 5) * MS]);
+    assert_eq!(sim.holder(0), None);
+}
+
+#[test]
+fn stop_renewing_without_an_extend_is_lost_at_the_last_renewals_validity_end() {
+    let mut sim = Sim::new(44, 1, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(300, Wait::Forever);
+    opts.auto_renew = true;
+    let a = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(450 * MS, a, AppAction::StopRenewing);
+    sim.run_until(2_000 * MS);
+    let extends = extends_sent(&sim, a);
+    assert!(extends.iter().all(|&t| t < 450 * MS), "{extends:?}");
+    let last = *extends.last().unwrap();
+    assert_eq!(lost_at(&sim, a), [last + (300 - 5) * MS]);
+    assert_eq!(sim.windows(a), [(2 * MS, last + (300 - 5) * MS)]);
+}
+
+#[test]
+fn stop_renewing_a_lease_that_does_not_renew_changes_nothing() {
+    let run = |stop: bool| {
+        let mut sim = Sim::new(45, 1, Net::calm());
+        let c = sim.add_client(Clock::PERFECT);
+        let a = sim.add_lease(c, LeaseOpts::new(300, Wait::Forever));
+        sim.at(0, a, AppAction::Acquire);
+        if stop {
+            sim.at(100 * MS, a, AppAction::StopRenewing);
+        }
+        sim.run_until(1_000 * MS);
+        (scripts_sent(&sim, a), sim.leases[a].events.clone())
+    };
+    assert_eq!(run(true), run(false));
+}

@@ -61,6 +61,14 @@ describe('bad inputs (private server: nothing may be written)', () => {
     ['wait Infinity', 'n', { ttl: 1_000, wait: Infinity }, RangeError],
     ['wait string', 'n', { ttl: 1_000, wait: '5' }, TypeError],
     ['autoRenew string', 'n', { ttl: 1_000, autoRenew: 'yes' }, TypeError],
+    ['maxHold 0', 'n', { ttl: 1_000, autoRenew: true, maxHold: 0 }, RangeError],
+    ['maxHold negative', 'n', { ttl: 1_000, autoRenew: true, maxHold: -1 }, RangeError],
+    ['maxHold NaN', 'n', { ttl: 1_000, autoRenew: true, maxHold: NaN }, RangeError],
+    ['maxHold Infinity', 'n', { ttl: 1_000, autoRenew: true, maxHold: Infinity }, RangeError],
+    ['maxHold over 2^40 ms', 'n', { ttl: 1_000, autoRenew: true, maxHold: big + 1 }, RangeError],
+    ['maxHold 0 without autoRenew', 'n', { ttl: 1_000, maxHold: 0 }, RangeError],
+    ['maxHold string', 'n', { ttl: 1_000, autoRenew: true, maxHold: '5000' }, TypeError],
+    ['maxHold boolean', 'n', { ttl: 1_000, autoRenew: true, maxHold: true }, TypeError],
     ['signal not an AbortSignal', 'n', { ttl: 1_000, signal: 'stop' }, TypeError],
   ]
   for (const [label, name, options, Expected] of cases) {

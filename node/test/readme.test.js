@@ -85,6 +85,16 @@ test('README "Force-release" snippet runs', async () => {
   assert.match(out, /FENCELOCK_FORCE_RELEASE/)
 })
 
+test('README "Renewal controls" snippet runs', async () => {
+  const [, , , js] = blocks('js')
+  const file = path.join(tmp, 'renewal.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /held for maxHold, then lost: true/)
+  assert.match(out, /renewal stopped, still valid: true/)
+})
+
 test('README TypeScript quick start type-checks and runs', async () => {
   const ts = require('typescript')
   const [source] = blocks('ts')

@@ -14,6 +14,7 @@ export async function example(signal: AbortSignal): Promise<void> {
   const fence: bigint = same.fence
   const maybe: Lease | null = await redlock.tryAcquire('invoice:42', { ttl: 10_000 })
   await client.withLock('invoice:42', { ttl: 10_000, autoRenew: true }, async (l) => l.signal.aborted)
+  await client.withLock('invoice:42', { ttl: 10_000, autoRenew: true, maxHold: 60_000 }, (l) => l.stopRenewing())
   {
     await using held = await nodeRedis.acquire('invoice:42', { ttl: 10_000 })
     held.validFor satisfies number

@@ -18,7 +18,10 @@ export async function example(signal: AbortSignal): Promise<void> {
   const lost: boolean = lease.lost
   await lease.extend()
   await lease.extend(30_000)
+  const stopped: void = lease.stopRenewing()
+  void stopped
   await lease.release()
+  await client.withLock('invoice:42', { ttl: 10_000, autoRenew: true, maxHold: 60_000 }, (l) => l.stopRenewing())
   const result: number = await client.withLock('invoice:42', { ttl: 10_000, autoRenew: true }, async (l) => {
     const s: AbortSignal = l.signal
     return s.aborted ? 0 : 1

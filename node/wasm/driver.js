@@ -502,6 +502,12 @@ class Actor {
       this.#pump()
     })
   }
+  /** The core decides what is left to stop; the timer follows its next timeout. */
+  stopRenewing() {
+    if (this.#lock.progress === 'finished') return
+    this.#lock.stopRenewing(now())
+    this.#pump()
+  }
   get lock() {
     return this.#lock
   }
@@ -568,6 +574,9 @@ class LeaseHandle {
   }
   release() {
     return this.#actor.request('release')
+  }
+  stopRenewing() {
+    this.#actor.stopRenewing()
   }
   held() {
     return this.#actor.held(this.#name, this.#token)

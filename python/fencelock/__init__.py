@@ -13,10 +13,12 @@ only the Pythonic surface: context managers, exceptions and type hints.
 from __future__ import annotations
 
 import atexit
+import functools
+import inspect
 import logging
 import os
 from types import TracebackType
-from typing import Awaitable, Callable, Optional, Type, Union
+from typing import Any, Awaitable, Callable, Optional, Type, TypeVar, Union, cast
 
 from . import _native
 from ._native import AsyncLease, Lease, LockInfo
@@ -51,6 +53,9 @@ atexit.register(_native._shutdown)
 
 Name = Union[str, bytes, bytearray]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+_AF = TypeVar("_AF", bound=Callable[..., Awaitable[Any]])
+
 
 class Client(_native.Client):
     """A blocking client, safe to share between threads.
@@ -72,6 +77,7 @@ class Client(_native.Client):
         # <gen_stubs params lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
         # </gen_stubs>
     ) -> Lock:
@@ -86,10 +92,52 @@ class Client(_native.Client):
                 # <gen_stubs forward>
                 wait=wait,
                 auto_renew=auto_renew,
+                max_hold=max_hold,
                 on_lost=on_lost,
                 # </gen_stubs>
             )
         )
+
+    def synchronized(
+        self,
+        name: Name,
+        ttl: float,
+        *,
+        # <gen_stubs params lease=Lease>
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
+    ) -> Callable[[_F], _F]:
+        """A decorator: every call of the function runs inside
+        ``with self.lock(name, ttl, ...)`` (same keywords), so the lock is
+        released when it returns or raises. For coroutine functions use
+        :meth:`AsyncClient.synchronized` (``TypeError`` here)."""
+
+        def decorate(fn: _F) -> _F:
+            if inspect.iscoroutinefunction(fn):
+                raise TypeError(
+                    f"{fn!r} is a coroutine function: use AsyncClient.synchronized"
+                )
+
+            @functools.wraps(fn)
+            def locked(*args: Any, **kwargs: Any) -> Any:
+                with self.lock(
+                    name,
+                    ttl,
+                    # <gen_stubs forward>
+                    wait=wait,
+                    auto_renew=auto_renew,
+                    max_hold=max_hold,
+                    on_lost=on_lost,
+                    # </gen_stubs>
+                ):
+                    return fn(*args, **kwargs)
+
+            return cast(_F, locked)
+
+        return decorate
 
     def __enter__(self) -> Client:
         return self
@@ -115,6 +163,7 @@ class AsyncClient(_native.AsyncClient):
         # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> AsyncLease:
@@ -126,6 +175,7 @@ class AsyncClient(_native.AsyncClient):
             # <gen_stubs forward>
             wait=wait,
             auto_renew=auto_renew,
+            max_hold=max_hold,
             on_lost=on_lost,
             # </gen_stubs>
         )
@@ -140,6 +190,7 @@ class AsyncClient(_native.AsyncClient):
         *,
         # <gen_stubs params try lease=AsyncLease>
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> Optional[AsyncLease]:
@@ -149,6 +200,7 @@ class AsyncClient(_native.AsyncClient):
             ttl,
             # <gen_stubs forward try>
             auto_renew=auto_renew,
+            max_hold=max_hold,
             on_lost=on_lost,
             # </gen_stubs>
         )
@@ -162,6 +214,7 @@ class AsyncClient(_native.AsyncClient):
         # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> AsyncLock:
@@ -176,10 +229,52 @@ class AsyncClient(_native.AsyncClient):
                 # <gen_stubs forward>
                 wait=wait,
                 auto_renew=auto_renew,
+                max_hold=max_hold,
                 on_lost=on_lost,
                 # </gen_stubs>
             )
         )
+
+    def synchronized(
+        self,
+        name: Name,
+        ttl: float,
+        *,
+        # <gen_stubs params lease=AsyncLease>
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
+    ) -> Callable[[_AF], _AF]:
+        """A decorator for coroutine functions: every call runs inside
+        ``async with self.lock(name, ttl, ...)`` (same keywords), so the lock
+        is released when it returns, raises or is cancelled. A plain function
+        is a ``TypeError``."""
+
+        def decorate(fn: _AF) -> _AF:
+            if not inspect.iscoroutinefunction(fn):
+                raise TypeError(
+                    f"{fn!r} is not a coroutine function: use Client.synchronized"
+                )
+
+            @functools.wraps(fn)
+            async def locked(*args: Any, **kwargs: Any) -> Any:
+                async with self.lock(
+                    name,
+                    ttl,
+                    # <gen_stubs forward>
+                    wait=wait,
+                    auto_renew=auto_renew,
+                    max_hold=max_hold,
+                    on_lost=on_lost,
+                    # </gen_stubs>
+                ):
+                    return await fn(*args, **kwargs)
+
+            return cast(_AF, locked)
+
+        return decorate
 
     async def __aenter__(self) -> AsyncClient:
         return self

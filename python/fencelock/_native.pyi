@@ -70,6 +70,11 @@ class Lease:
     def on_lost(self, callback: Callable[["Lease"], object]) -> None:
         """Call ``callback(lease)`` (from a background thread) once the lease
         is lost. Not called after a successful release."""
+    def stop_renewing(self) -> None:
+        """Stop auto-renewal: the lease stays valid until its validity ends,
+        then it is lost (``lost``, ``on_lost``) unless released or extended
+        first (``extend`` still extends, once per call). Sends no command;
+        idempotent; a no-op for a lease without ``auto_renew``."""
 
 class AsyncLease:
     """A held lock (asyncio API)."""
@@ -91,6 +96,8 @@ class AsyncLease:
     def held(self) -> asyncio.Future[bool]: ...
     def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
+    def stop_renewing(self) -> None:
+        """As ``Lease.stop_renewing``: a plain method, nothing to await."""
 
 @final
 class Grant:
@@ -127,6 +134,7 @@ class Client:
         # <gen_stubs params lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
         # </gen_stubs>
     ) -> Lease: ...
@@ -137,6 +145,7 @@ class Client:
         *,
         # <gen_stubs params try lease=Lease>
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
         # </gen_stubs>
     ) -> Optional[Lease]: ...
@@ -181,6 +190,7 @@ class AsyncClient:
         # <gen_stubs params lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> asyncio.Future[Grant]: ...
@@ -191,6 +201,7 @@ class AsyncClient:
         *,
         # <gen_stubs params try lease=AsyncLease>
         auto_renew: bool = False,
+        max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...

@@ -42,6 +42,15 @@ BAD: List[Tuple[str, Dict[str, Any], Type[Exception]]] = [
     ("wait str", {"ttl": 1.0, "wait": "1"}, TypeError),
     ("wait bool", {"ttl": 1.0, "wait": False}, TypeError),
     ("auto_renew int", {"ttl": 1.0, "auto_renew": 1}, TypeError),
+    ("max_hold 0", {"ttl": 1.0, "auto_renew": True, "max_hold": 0}, ValueError),
+    ("max_hold negative", {"ttl": 1.0, "auto_renew": True, "max_hold": -1.0}, ValueError),
+    ("max_hold NaN", {"ttl": 1.0, "auto_renew": True, "max_hold": math.nan}, ValueError),
+    ("max_hold inf", {"ttl": 1.0, "auto_renew": True, "max_hold": math.inf}, ValueError),
+    ("max_hold over 2^40 ms", {"ttl": 1.0, "auto_renew": True, "max_hold": MAX_TTL_S + 1}, ValueError),
+    ("max_hold huge int", {"ttl": 1.0, "max_hold": 10**400}, ValueError),
+    ("max_hold str", {"ttl": 1.0, "auto_renew": True, "max_hold": "5"}, TypeError),
+    ("max_hold bool", {"ttl": 1.0, "auto_renew": True, "max_hold": True}, TypeError),
+    ("max_hold 0 without auto_renew", {"ttl": 1.0, "max_hold": 0}, ValueError),
     ("on_lost not callable", {"ttl": 1.0, "on_lost": 3}, TypeError),
 ]
 

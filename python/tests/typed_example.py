@@ -23,7 +23,17 @@ def sync_api() -> None:
         held.extend(ttl=30.0)
         print(name, token, fence, valid_for, lost)
     lease.on_lost(lambda lost_lease: print(lost_lease.fence))
+    lease.stop_renewing()
     lease.release()
+    renewed = client.acquire("invoice:42", ttl=10.0, auto_renew=True, max_hold=60.0)
+    renewed.stop_renewing()
+
+    @client.synchronized("invoice:42", ttl=10.0, wait=5.0, max_hold=None)
+    def settle(amount: int) -> int:
+        return amount
+
+    total: int = settle(42)
+    print(total)
     if maybe is not None:
         maybe.release()
     client.close()
@@ -51,7 +61,15 @@ async def async_api() -> None:
         print(fences, held.valid_for)
     await lease.extend()
     await lease.extend(ttl=30.0)
+    lease.stop_renewing()
     await lease.release()
+
+    @aclient.synchronized("invoice:42", ttl=10.0, auto_renew=True, max_hold=60.0)
+    async def nightly(day: str) -> str:
+        return day
+
+    done: str = await nightly("mon")
+    print(done)
     if maybe is not None:
         await maybe.release()
     async with fencelock.AsyncClient(["redis://a", "redis://b", "redis://c"]) as redlock:

@@ -59,6 +59,7 @@ class Keyword(NamedTuple):
 ACQUIRE = (
     Keyword("wait", "Optional[float]", "None", "None", waiting_only=True),
     Keyword("auto_renew", "bool", "False", "false"),
+    Keyword("max_hold", "Optional[float]", "None", "None"),
     Keyword("on_lost", "Optional[Callable[[{lease}], object]]", "None", "None"),
 )
 

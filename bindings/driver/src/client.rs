@@ -278,6 +278,7 @@ impl Client {
         let started = std::time::Instant::now();
         let name = name?;
         let ttl = options.ttl()?;
+        let max_hold = options.max_hold_value()?;
         let conns = self.connections(&name, Operation::Acquire)?;
         let keys = self.inner.keyspace.keys(&name);
         let uuid = uuid::Uuid::new_v4();
@@ -291,6 +292,7 @@ impl Client {
             wait,
             nodes: conns.nodes.len(),
             auto_renew: options.auto_renew,
+            max_hold,
             retry: RetryPolicy::default(),
             fence_grace: self.inner.fence_grace,
             seed,

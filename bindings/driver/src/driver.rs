@@ -378,6 +378,7 @@ impl Actor<'_> {
                     let _ = tx.send(Err(e));
                 }
             },
+            Request::StopRenewing => lock.stop_renewing(now()),
             Request::Release(tx) => match lock.release(now()) {
                 Ok(()) => self.pending = Some(Pending::Release(tx)),
                 Err(e) => {

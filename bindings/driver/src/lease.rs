@@ -101,6 +101,8 @@ impl Shared {
 pub(crate) enum Request {
     Extend(Option<Ttl>, oneshot::Sender<Result<(), Error>>),
     Release(oneshot::Sender<Result<(), Error>>),
+    /// No answer: the core decides what is left to stop.
+    StopRenewing,
 }
 
 /// A held lock. Dropping it without [`Lease::release`] stops any
@@ -247,6 +249,20 @@ impl Lease {
         let (tx, rx) = oneshot::channel();
         self.ask(Operation::Extend, Request::Extend(ttl, tx), rx)
             .await
+    }
+
+    /// Stop auto-renewal: the lease stays valid until its validity ends and
+    /// is then lost (reported by [`Lease::on_lost`] and
+    /// [`Lease::lost_signal`], as a failed renewal is), unless it is released
+    /// first; an explicit [`Lease::extend`] still extends it, once each time.
+    /// Sends no command and returns at once. Idempotent; does nothing for a
+    /// lease that does not auto-renew.
+    pub fn stop_renewing(&self) {
+        if self.auto_renew {
+            // The actor is gone only once the client is closed: then
+            // nothing renews anyway.
+            let _ = self.requests.send(Request::StopRenewing);
+        }
     }
 
     /// Release; `LockLost` if the lease was lost; a second call is a no-op.

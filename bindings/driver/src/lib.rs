@@ -35,6 +35,32 @@
 //! }
 //! ```
 //!
+//! # Renewal controls
+//!
+//! The README's Rust renewal example (kept identical; compiled as a doctest):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn renewal(client: &Client) -> Result<(), Error> {
+//!     // Renewed every ttl/3, for at most max_hold in total: then the lease
+//!     // runs out at its validity end and is lost (about max_hold + ttl).
+//!     let options = LockOptions::new(Duration::from_secs(10))
+//!         .auto_renew(true)
+//!         .max_hold(Duration::from_secs(60));
+//!     let lease = client.acquire("report:daily", &options).await?;
+//!     lease.on_lost(|| eprintln!("held for max_hold: stop working"));
+//!
+//!     // Stop renewing at once (no command is sent); an explicit extend still
+//!     // extends it once. Lost when its validity ends, unless released first.
+//!     lease.stop_renewing();
+//!     lease.extend(Some(Duration::from_secs(5))).await?;
+//!     lease.release().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
@@ -104,7 +130,7 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName,
+    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName, MaxHold,
     NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
@@ -168,6 +194,7 @@ pub struct LockOptions {
     ttl: Result<Ttl, Error>,
     wait: Wait,
     auto_renew: bool,
+    max_hold: Result<Option<MaxHold>, Error>,
 }
 
 impl LockOptions {
@@ -185,6 +212,7 @@ impl LockOptions {
             ttl,
             wait: Wait::Forever,
             auto_renew: false,
+            max_hold: Ok(None),
         }
     }
     /// Wait at most `wait`; `Duration::ZERO` tries once.
@@ -200,6 +228,25 @@ impl LockOptions {
     pub fn auto_renew(mut self, on: bool) -> Self {
         self.auto_renew = on;
         self
+    }
+    /// With auto-renewal: stop renewing once the lease has been held for
+    /// `max_hold` in total (from the acquire); it then runs out at the end
+    /// of its validity and is lost, as if a renewal had failed (so about
+    /// `max_hold + ttl` after the acquire). Without auto-renewal it changes
+    /// nothing. Fractions of a ms round up; zero or more than 2^40 ms is
+    /// refused by the acquire that uses these options.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = MaxHold::from_duration(max_hold).map(Some);
+        self
+    }
+    /// [`LockOptions::max_hold`] for a value already validated (the bindings').
+    pub fn with_max_hold(mut self, max_hold: Option<MaxHold>) -> Self {
+        self.max_hold = Ok(max_hold);
+        self
+    }
+    /// The max hold (`None`: renew until released or lost), or why it was refused.
+    pub fn max_hold_value(&self) -> Result<Option<MaxHold>, Error> {
+        self.max_hold.clone()
     }
     /// The ttl, or why it was refused.
     pub fn ttl(&self) -> Result<Ttl, Error> {

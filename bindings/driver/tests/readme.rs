@@ -1,11 +1,14 @@
-//! The README's Rust quick start is the crate's doctest: keep them identical.
+//! The README's Rust examples are the crate's doctests: keep them identical.
 
-fn code_block(text: &str, fence: &str) -> String {
+/// The `nth` (from 0) code block opened by `fence` in `text`.
+fn code_block(text: &str, fence: &str, nth: usize) -> String {
     let mut lines = text.lines().map(str::trim_end);
-    lines
-        .by_ref()
-        .find(|l| *l == fence)
-        .expect("quick start block");
+    for _ in 0..=nth {
+        lines
+            .by_ref()
+            .find(|l| *l == fence)
+            .expect("a README example block");
+    }
     lines
         .take_while(|l| *l != "```")
         .collect::<Vec<_>>()
@@ -24,8 +27,11 @@ fn readme_quick_start_matches_the_doctest() {
         .map(|l| l.strip_prefix(' ').unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
-    assert_eq!(
-        code_block(section, "```rust,no_run"),
-        code_block(&docs, "```no_run")
-    );
+    // The quick start, then the renewal controls.
+    for nth in 0..2 {
+        assert_eq!(
+            code_block(section, "```rust,no_run", nth),
+            code_block(&docs, "```no_run", nth)
+        );
+    }
 }

@@ -19,7 +19,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use fencelock::{ClientConfig, ClientSettings, FenceGrace, KeySpace, LockName, Timeout, Ttl, Wait};
+use fencelock::{
+    ClientConfig, ClientSettings, FenceGrace, KeySpace, LockName, MaxHold, Timeout, Ttl, Wait,
+};
 use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status, ValueType};
@@ -167,9 +169,9 @@ fn known_keys(what: &str, object: &Object<'_>, known: &[&str]) -> Result<()> {
 }
 
 /// The keys of acquire / tryAcquire / withLock options.
-const LOCK_OPTIONS: &[&str] = &["ttl", "wait", "autoRenew", "signal"];
+const LOCK_OPTIONS: &[&str] = &["ttl", "wait", "autoRenew", "maxHold", "signal"];
 
-/// `{ ttl, wait, autoRenew }` (the `signal` is handled in JavaScript).
+/// `{ ttl, wait, autoRenew, maxHold }` (the `signal` is handled in JavaScript).
 fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
     let Some(object) = options_object("options", value)? else {
         return Err(tagged(
@@ -191,9 +193,16 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
             .get::<Option<Either<bool, Unknown>>>("autoRenew")?
             .flatten(),
     )?;
+    let max_hold = number_arg(
+        "options.maxHold",
+        MILLIS,
+        object.get::<NumberArg>("maxHold")?.flatten(),
+        MaxHold::from_millis_f64,
+    )?;
     Ok(fencelock::LockOptions::with_ttl(ttl)
         .wait_policy(wait)
-        .auto_renew(auto_renew))
+        .auto_renew(auto_renew)
+        .with_max_hold(max_hold))
 }
 
 /// The keys of `Client.connect` options.
@@ -638,5 +647,11 @@ impl NativeLease {
     pub fn held<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
         let lease = Arc::clone(&self.inner);
         env.spawn_future(async move { lease.held().await.map_err(lock_error) })
+    }
+
+    /// Stop auto-renewal (no command; a no-op without autoRenew).
+    #[napi]
+    pub fn stop_renewing(&self) {
+        self.inner.stop_renewing();
     }
 }

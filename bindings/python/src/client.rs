@@ -241,17 +241,20 @@ fn request(
     ttl: &Bound<'_, PyAny>,
     wait: Option<&Bound<'_, PyAny>>,
     auto_renew: bool,
+    max_hold: Option<&Bound<'_, PyAny>>,
     on_lost: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Request> {
     let name = convert::name(name)?;
     let ttl = convert::ttl(ttl)?;
     let wait = convert::wait(wait)?;
+    let max_hold = convert::max_hold(max_hold)?;
     let on_lost = convert::given(on_lost).map(convert::callback).transpose()?;
     Ok(Request {
         name,
         options: LockOptions::with_ttl(ttl)
             .wait_policy(wait)
-            .auto_renew(auto_renew),
+            .auto_renew(auto_renew)
+            .with_max_hold(max_hold),
         on_lost,
     })
 }
@@ -275,7 +278,7 @@ impl Client {
 
     /// Acquire `name`, waiting as `wait` allows (`None`: until acquired).
     // <gen_stubs signature>
-    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
     // </gen_stubs>
     #[allow(clippy::too_many_arguments)]
     fn acquire<'py>(
@@ -285,16 +288,17 @@ impl Client {
         ttl: &Bound<'py, PyAny>,
         wait: Option<&Bound<'py, PyAny>>,
         auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, Lease>> {
-        let request = request(name, ttl, wait, auto_renew, on_lost)?;
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
         let lease = self.acquire_blocking(py, request, false)?;
         Ok(lease.expect("a waiting acquire yields a lease or an error"))
     }
 
     /// One attempt: the lease, or `None` if someone else holds the lock.
     // <gen_stubs signature try>
-    #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, auto_renew=false, max_hold=None, on_lost=None))]
     // </gen_stubs>
     fn try_acquire<'py>(
         &self,
@@ -302,9 +306,10 @@ impl Client {
         name: &Bound<'py, PyAny>,
         ttl: &Bound<'py, PyAny>,
         auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, Lease>>> {
-        let request = request(name, ttl, None, auto_renew, on_lost)?;
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
         self.acquire_blocking(py, request, true)
     }
 
@@ -408,8 +413,9 @@ impl AsyncClient {
     /// gives the `AsyncLease`) once its `await` returned: a lease that never
     /// reaches the caller is released by the driver (see [`Grant`]).
     // <gen_stubs signature>
-    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
     // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
     fn _acquire<'py>(
         &self,
         py: Python<'py>,
@@ -417,14 +423,15 @@ impl AsyncClient {
         ttl: &Bound<'py, PyAny>,
         wait: Option<&Bound<'py, PyAny>>,
         auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(name, ttl, wait, auto_renew, on_lost)?;
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
         self.start(py, request, false)
     }
 
     // <gen_stubs signature try>
-    #[pyo3(signature = (name, ttl, *, auto_renew=false, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, auto_renew=false, max_hold=None, on_lost=None))]
     // </gen_stubs>
     fn _try_acquire<'py>(
         &self,
@@ -432,9 +439,10 @@ impl AsyncClient {
         name: &Bound<'py, PyAny>,
         ttl: &Bound<'py, PyAny>,
         auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(name, ttl, None, auto_renew, on_lost)?;
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
         self.start(py, request, true)
     }
 

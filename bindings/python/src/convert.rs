@@ -2,7 +2,7 @@
 //! every value check is the core's (`ValueError` via `InvalidArgument`), so
 //! Python, Node and Rust accept and reject exactly the same values.
 
-use fencelock::{FenceGrace, KeySpace, LockName, Timeout, Ttl, Wait};
+use fencelock::{FenceGrace, KeySpace, LockName, MaxHold, Timeout, Ttl, Wait};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
@@ -87,6 +87,13 @@ pub fn ttl(value: &Bound<'_, PyAny>) -> PyResult<Ttl> {
 
 pub fn optional_ttl(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Ttl>> {
     given(value).map(ttl).transpose()
+}
+
+/// `max_hold=` seconds (`None`: renew until released or lost).
+pub fn max_hold(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<MaxHold>> {
+    given(value)
+        .map(|v| MaxHold::from_secs_f64(seconds("max_hold", v)?).map_err(to_py))
+        .transpose()
 }
 
 /// `None` waits until acquired, `0` tries once, `> 0` bounds the wait.

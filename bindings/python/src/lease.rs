@@ -167,6 +167,14 @@ macro_rules! lease_methods {
                 self.core.lease().lost()
             }
 
+            /// Stop auto-renewal: the lease runs out at its validity end
+            /// and is then lost (`on_lost`), unless released or extended
+            /// first. Sends no command; idempotent; a no-op without
+            /// `auto_renew`.
+            fn stop_renewing(&self) {
+                self.core.lease().stop_renewing();
+            }
+
             $($methods)*
         }
     };

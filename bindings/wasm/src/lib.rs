@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use fencelock_core::{
     Error, Event, FenceGrace, ForceRelease, Forced, Inspect, Instant, KeySpace, Lock, LockConfig,
-    LockName, NodeView, Operation, Progress, Reply, RetryPolicy, Script, State, Timeout, Token,
-    Ttl, Wait,
+    LockName, MaxHold, NodeView, Operation, Progress, Reply, RetryPolicy, Script, State, Timeout,
+    Token, Ttl, Wait,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -199,7 +199,7 @@ impl ClientConfig {
 
 // ---------------------------------------------------------------- one acquire
 
-/// A validated acquire request (`name`, `{ ttl, wait, autoRenew }`), before
+/// A validated acquire request (`name`, `{ ttl, wait, autoRenew, maxHold }`), before
 /// it has its turn in the client's local queue for the name.
 #[wasm_bindgen]
 #[derive(Debug)]
@@ -252,6 +252,13 @@ impl LockSpec {
                 .as_bool()
                 .ok_or_else(|| type_error("options.autoRenew", "a boolean", &auto_renew))?
         };
+        let max_hold = field(&options, "maxHold")?;
+        let max_hold = if absent(&max_hold) {
+            None
+        } else {
+            let ms = number("options.maxHold", &max_hold, "a number of milliseconds")?;
+            Some(MaxHold::from_millis_f64(ms).map_err(lock_error)?)
+        };
         Ok(LockSpec {
             config: LockConfig {
                 keys: client.keys.keys(&name),
@@ -261,6 +268,7 @@ impl LockSpec {
                 wait: if try_once { Wait::TRY_ONCE } else { wait },
                 nodes,
                 auto_renew,
+                max_hold,
                 retry: RetryPolicy::default(),
                 fence_grace: client.fence_grace,
                 seed,
@@ -477,6 +485,12 @@ impl WasmLock {
 
     pub fn cancel(&mut self, now: f64) {
         self.lock.cancel(instant(now));
+    }
+
+    /// No more auto-renewal (see `Lock::stop_renewing`); no command.
+    #[wasm_bindgen(js_name = stopRenewing)]
+    pub fn stop_renewing(&mut self, now: f64) {
+        self.lock.stop_renewing(instant(now));
     }
 
     /// The server's reply (`null`, number, string, bytes, or an array of those).

@@ -203,6 +203,7 @@ impl Harness {
             wait,
             nodes,
             auto_renew: input.auto_renew,
+            max_hold: None,
             retry: RetryPolicy::default(),
             fence_grace: FenceGrace::DEFAULT,
             seed: input.seed,

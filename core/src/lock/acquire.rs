@@ -183,10 +183,12 @@ impl Lock {
         self.unsubscribe();
         self.fence = Some(fence);
         self.state = State::Held;
-        if self.config.auto_renew {
-            self.timers
-                .set(Timer::Renew, sent_at + renew_interval(self.current_ttl));
+        if self.renewing {
+            if let Some(max_hold) = self.config.max_hold {
+                self.renew_until = Some(sent_at + max_hold.as_duration());
+            }
         }
+        self.schedule_renewal(sent_at + renew_interval(self.current_ttl));
         let valid_until = self.timers.get(Timer::Expiry).expect("set before granting");
         self.events
             .push_back(Event::Acquired { fence, valid_until });

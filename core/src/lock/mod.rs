@@ -38,8 +38,8 @@ use self::outcomes::Outcome;
 use self::rounds::{Round, RoundKind};
 use self::timers::{Timer, TimerTable};
 use crate::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, NotAcquiredReason,
-    Reply, RetryPolicy, Ttl, Wait, WaitReplicas,
+    Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, MaxHold,
+    NotAcquiredReason, Reply, RetryPolicy, Ttl, Wait, WaitReplicas,
 };
 
 /// Everything a lease is made from. The token comes from the caller (the core
@@ -53,6 +53,10 @@ pub struct LockConfig {
     pub wait: Wait,
     pub nodes: usize,
     pub auto_renew: bool,
+    /// With `auto_renew`: renew only while the lease has been held for less
+    /// than this in total (from the acquire's send); after that it runs out
+    /// at the end of its validity and is lost. Ignored without `auto_renew`.
+    pub max_hold: Option<MaxHold>,
     pub retry: RetryPolicy,
     /// How long the fence key outlives the lock (see [`FenceGrace`]).
     pub fence_grace: FenceGrace,
@@ -141,6 +145,11 @@ pub struct Lock {
     fence: Option<u64>,
     current_ttl: Ttl,
     lost: bool,
+    /// Auto-renewal still wanted: `auto_renew`, until `stop_renewing`.
+    renewing: bool,
+    /// No renewal is sent at or after this instant (the acquire's send plus
+    /// `max_hold`), set when the lease is granted.
+    renew_until: Option<Instant>,
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
     replicas: Option<WaitReplicas>,
 }
@@ -149,6 +158,7 @@ impl Lock {
     #[must_use]
     pub fn new(config: LockConfig) -> Self {
         let nodes = config.nodes.max(1);
+        let renewing = config.auto_renew;
         Lock {
             rng: config.seed | 1,
             current_ttl: config.ttl,
@@ -169,6 +179,8 @@ impl Lock {
             unreachable_rounds: 0,
             fence: None,
             lost: false,
+            renewing,
+            renew_until: None,
             replicas: None,
         }
     }
@@ -262,6 +274,28 @@ impl Lock {
         }
     }
 
+    /// Stop auto-renewal for good: no renewal is sent from now on (one
+    /// already in flight still counts), so the lease stays valid until its
+    /// validity ends and is then lost, unless it is released or extended
+    /// first (an explicit `extend` still works, once each time, and does not
+    /// restart renewal). Idempotent; nothing to do for a lease that does not
+    /// auto-renew, or one that is not held.
+    pub fn stop_renewing(&mut self, now: Instant) {
+        let _ = now;
+        self.renewing = false;
+        self.timers.stop(Timer::Renew);
+    }
+
+    /// Whether auto-renewal may still send an extend: `auto_renew`, neither
+    /// `stop_renewing` nor `max_hold` ended it, and the lease is not lost.
+    #[must_use]
+    pub fn is_renewing(&self, now: Instant) -> bool {
+        self.state == State::Held
+            && self.renewing
+            && !self.lost
+            && self.renew_until.is_none_or(|until| now < until)
+    }
+
     /// The caller gave up on an acquire (dropped future, AbortSignal,
     /// KeyboardInterrupt), or dropped a held lease. Any node that may hold our
     /// key gets a compensating release; keep driving until `State::Done`.
@@ -348,7 +382,7 @@ impl Lock {
                     Timer::Deadline => self.fail_acquire(self.not_acquired()),
                     Timer::Retry => self.start_attempt(now),
                     Timer::Expiry => self.mark_lost(),
-                    Timer::Renew => self.send_extend(now, 0),
+                    Timer::Renew => self.renew(now),
                 }
             }
         }

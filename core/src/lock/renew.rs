@@ -10,6 +10,28 @@ use super::Lock;
 use crate::{Error, Event, Instant};
 
 impl Lock {
+    /// Arm the next renewal at `at`, if renewal is still wanted then:
+    /// `stop_renewing` was not called and `max_hold` does not end before it.
+    /// Otherwise nothing renews the lease any more and it runs out at its
+    /// validity end (the expiry timer reports it lost).
+    pub(super) fn schedule_renewal(&mut self, at: Instant) {
+        if self.renewing && self.renew_until.is_none_or(|until| at < until) {
+            self.timers.set(Timer::Renew, at);
+        } else {
+            self.timers.stop(Timer::Renew);
+        }
+    }
+
+    /// The renewal timer fired: renew, unless `max_hold` ran out meanwhile
+    /// (a late wake-up).
+    pub(super) fn renew(&mut self, now: Instant) {
+        if self.is_renewing(now) {
+            self.send_extend(now, 0);
+        } else {
+            self.timers.stop(Timer::Renew);
+        }
+    }
+
     pub(super) fn send_extend(&mut self, now: Instant, callers: usize) {
         // The PEXPIRE may run whatever the reply says, so from the send on a
         // shorter ttl shortens what the holder may rely on; success then
@@ -65,10 +87,7 @@ impl Lock {
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else if yes >= quorum && valid_until > now {
             self.timers.set(Timer::Expiry, valid_until);
-            if self.config.auto_renew {
-                self.timers
-                    .set(Timer::Renew, round.sent_at + renew_interval(round.ttl));
-            }
+            self.schedule_renewal(round.sent_at + renew_interval(round.ttl));
             self.reclaim(&round);
             tell(&mut self.events, Event::Extended { valid_until });
         } else if no > self.config.nodes - quorum || (yes >= quorum) {
@@ -85,10 +104,8 @@ impl Lock {
                 &mut self.events,
                 Event::ExtendFailed(Error::redis(Some(&self.config.name), message)),
             );
-            if self.config.auto_renew {
-                let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
-                self.timers.set(Timer::Renew, now + retry);
-            }
+            let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
+            self.schedule_renewal(now + retry);
         }
     }
 

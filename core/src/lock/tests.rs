@@ -17,6 +17,7 @@ fn lock(nodes: usize, wait: Wait, auto_renew: bool) -> Lock {
         wait,
         nodes,
         auto_renew,
+        max_hold: None,
         retry: RetryPolicy::default(),
         fence_grace: FenceGrace::DEFAULT,
         seed: 7,

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use fencelock_core::{
     Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockKeys,
-    LockName, Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
+    LockName, MaxHold, Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
 };
 
 use super::{Clock, Micros, Node, Rng, MS};
@@ -80,6 +80,8 @@ pub enum AppAction {
     Release,
     /// `cancel()`, and `release()` if the lock turns out to be held anyway.
     Cancel,
+    /// `stop_renewing()`: no more auto-renewal.
+    StopRenewing,
 }
 
 #[derive(Debug)]
@@ -132,6 +134,7 @@ pub struct LeaseOpts {
     pub ttl: Ttl,
     pub wait: Wait,
     pub auto_renew: bool,
+    pub max_hold: Option<MaxHold>,
     pub retry: RetryPolicy,
     pub plan: Plan,
 }
@@ -142,6 +145,7 @@ impl LeaseOpts {
             ttl: Ttl::from_millis(ttl_ms).unwrap(),
             wait,
             auto_renew: false,
+            max_hold: None,
             retry: RetryPolicy::default(),
             plan: Plan::default(),
         }
@@ -344,6 +348,7 @@ impl Sim {
             wait: opts.wait,
             nodes: self.nodes.len(),
             auto_renew: opts.auto_renew,
+            max_hold: opts.max_hold,
             retry: opts.retry,
             fence_grace: FenceGrace::DEFAULT,
             seed: id as u64,
@@ -650,6 +655,10 @@ impl Sim {
                 } else {
                     Ok(())
                 }
+            }
+            AppAction::StopRenewing => {
+                l.lock.stop_renewing(now);
+                Ok(())
             }
         };
         self.log(|| format!("L{lease} app {action:?} -> {result:?}"));

@@ -14,6 +14,7 @@ const wasm = require('fencelock/wasm')
 const errors = require('../../errors.js')
 const { Client, Lease, LockLostError, NotAcquiredError, RedisError, ClientClosedError } = wasm
 const { startRedis, redisUrl, redlockUrls, uniqueName, lockKey, within, aborted, Raw } = require('../helpers.js')
+const { renewalTests } = require('../renewal-cases.js')
 
 const ADAPTERS = {
   ioredis: async (url) => {
@@ -165,6 +166,8 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
       await assert.rejects(lease.release(), LockLostError)
     })
 
+    renewalTests(`${kind}: `, () => ({ client, raw, url, LockLostError }))
+
     test('AbortSignal cancels a waiting acquire and leaves no key behind', async () => {
       const name = uniqueName('wasm-abort')
       const lease = await client.acquire(name, { ttl: 10_000 })
@@ -307,6 +310,13 @@ describe('a private server: bad inputs write nothing; unknown outcomes and serve
       ['n', { ttl: 1_000, wait: NaN }, RangeError],
       ['n', { ttl: 1_000, wait: '5' }, TypeError],
       ['n', { ttl: 1_000, autoRenew: 'yes' }, TypeError],
+      ['n', { ttl: 1_000, autoRenew: true, maxHold: 0 }, RangeError],
+      ['n', { ttl: 1_000, autoRenew: true, maxHold: -1 }, RangeError],
+      ['n', { ttl: 1_000, autoRenew: true, maxHold: NaN }, RangeError],
+      ['n', { ttl: 1_000, autoRenew: true, maxHold: 2 ** 40 + 1 }, RangeError],
+      ['n', { ttl: 1_000, maxHold: Infinity }, RangeError],
+      ['n', { ttl: 1_000, autoRenew: true, maxHold: '5000' }, TypeError],
+      ['n', { ttl: 1_000, autoRenew: true, maxHold: true }, TypeError],
       ['n', { ttl: 1_000, signal: {} }, TypeError],
     ]
     for (const [name, options, cls] of cases) {

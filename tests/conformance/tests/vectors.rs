@@ -224,6 +224,7 @@ fn run_scenario(sc: &Value) {
         wait,
         nodes: sc["nodes"].as_u64().unwrap() as usize,
         auto_renew: false,
+        max_hold: None,
         retry: RetryPolicy::default(),
         fence_grace: FenceGrace::DEFAULT,
         seed: 1,
