@@ -130,8 +130,9 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName, MaxHold,
-    NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    replica_count, replica_count_int, Error, FenceGrace, FencedUpdate, KeySpace, LockInfo,
+    LockName, MaxHold, NotAcquiredReason, Operation, Placeholders, Timeout, Ttl, Wait, FENCE_FIELD,
+    MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
 };
 pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};
