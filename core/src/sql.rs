@@ -76,13 +76,15 @@ impl FencedUpdate {
     /// `set`: the columns to write (may be empty: then only the fence is
     /// recorded); `filter`: the columns of the `WHERE ... = ?` that picks the
     /// row (at least one); `fence_column`: where the last accepted fence lives.
-    pub fn new(
-        table: &[&str],
-        set: &[&str],
-        filter: &[&str],
+    pub fn new<S: AsRef<str>>(
+        table: &[S],
+        set: &[S],
+        filter: &[S],
         fence_column: &str,
         style: Placeholders,
     ) -> Result<FencedUpdate, Error> {
+        let strs = |v: &[S]| -> Vec<String> { v.iter().map(|s| s.as_ref().to_owned()).collect() };
+        let (table, set, filter) = (strs(table), strs(set), strs(filter));
         if table.is_empty() {
             return Err(Error::invalid("a fenced update needs a table name"));
         }
@@ -91,7 +93,7 @@ impl FencedUpdate {
                 "a fenced update needs at least one where column (it would update every row)",
             ));
         }
-        if set.contains(&fence_column) {
+        if set.iter().any(|column| column == fence_column) {
             return Err(Error::invalid(format!(
                 "column {fence_column:?} is the fence column: the fenced update writes it"
             )));
@@ -121,7 +123,7 @@ impl FencedUpdate {
         };
 
         let mut update = format!("UPDATE {table_sql} SET ");
-        for column in set {
+        for column in &set {
             update.push_str(&quoted(column)?);
             update.push_str(" = ");
             next(&mut update);
@@ -132,7 +134,7 @@ impl FencedUpdate {
         next(&mut update);
         let mut filter_sql = String::new();
         let mut conditions = Vec::new();
-        for column in filter {
+        for column in &filter {
             let mut condition = format!("{} = ", quoted(column)?);
             next(&mut condition);
             conditions.push(condition);

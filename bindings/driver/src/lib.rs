@@ -61,6 +61,28 @@
 //! }
 //! ```
 //!
+//! # Fenced writes
+//!
+//! The README's Rust fenced-write example (kept identical; compiled as a
+//! doctest, run against Redis in `tests/fenced.rs`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn settle(client: &Client) -> Result<(), Error> {
+//!     let lease = client.acquire("invoice:42", &LockOptions::new(Duration::from_secs(10))).await?;
+//!     // HSET invoice:42:total value 120 fence <lease.fence()>, unless the key
+//!     // has accepted a newer fence: then StaleFence, and nothing is written.
+//!     match lease.fenced_set("invoice:42:total", "120").await {
+//!         Err(Error::StaleFence { accepted, .. }) => eprintln!("fence {accepted} wrote since: stop"),
+//!         other => other?,
+//!     }
+//!     lease.fenced_hset("invoice:42:total", "paid_by", "me").await?;
+//!     lease.release().await
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
