@@ -20,10 +20,10 @@ export interface FencedUpdateOptions {
 }
 
 /**
- * Update the rows of `table` matching `where` with `values`, only if none
- * recorded a fence newer than `fence`, and record `fence`. Resolves to the
- * rows updated (0: `where` matched none); rejects with StaleFenceError when a
- * newer fence is recorded (nothing written).
+ * Update with `values` the rows of `table` matching `where` (meant to pick
+ * one row) whose recorded fence is not newer than `fence`, recording `fence`.
+ * Resolves to the rows updated (0: `where` matched none); rejects with
+ * StaleFenceError when no row was updated because a newer fence is recorded.
  */
 export declare function fencedUpdate(
   db: Queryable,

@@ -49,11 +49,12 @@ function fenceOf(fence) {
 }
 
 /**
- * Update the rows of `table` matching `where` (column = value, all of them)
- * with `values`, only if none of them recorded a fence newer than `fence` (a
- * Lease, or its bigint fence), and record `fence` in `fenceColumn` (default
- * 'fence'). Resolves to the rows updated, 0 if `where` matched none; rejects
- * with StaleFenceError when a newer fence is recorded (nothing written).
+ * Update with `values` the rows of `table` matching `where` (column = value,
+ * all of them; meant to pick one row) whose recorded fence is not newer than
+ * `fence` (a Lease, or its bigint fence), recording `fence` in `fenceColumn`
+ * (default 'fence'). Resolves to the rows updated, 0 if `where` matched
+ * none; rejects with StaleFenceError when no row was updated because a newer
+ * fence is recorded (nothing written).
  * `db`: a pg Client, Pool or PoolClient (anything with pg's `query(config)`);
  * `table`: a name or [schema, name].
  */

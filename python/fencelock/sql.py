@@ -106,12 +106,12 @@ def fenced_update(
     fence_column: str = "fence",
     paramstyle: Optional[str] = None,
 ) -> int:
-    """Update the rows of ``table`` matching ``where`` (column = value, all
-    of them) with ``values``, only if none of them recorded a fence newer than
-    ``fence`` (a lease, or its ``fence``), and record ``fence`` in
-    ``fence_column``. Returns the rows updated, ``0`` if ``where`` matched
-    none. Raises :class:`fencelock.StaleFence` when a newer fence is
-    recorded (nothing written). ``table`` is a name or ``(schema, name)``.
+    """Update with ``values`` the rows of ``table`` matching ``where``
+    (column = value, all of them; meant to pick one row) whose recorded fence
+    is not newer than ``fence`` (a lease, or its ``fence``), recording
+    ``fence`` in ``fence_column``. Returns the rows updated, ``0`` if
+    ``where`` matched none. Raises :class:`fencelock.StaleFence` when no row
+    was updated because a newer fence is recorded (nothing written). ``table`` is a name or ``(schema, name)``.
     ``conn`` is a DB-API connection (a cursor is opened and closed) or cursor.
     """
     steps = _steps(_plan(conn, table, values, where, fence, fence_column, paramstyle))
