@@ -76,6 +76,7 @@ mkdir -p "$app"
     "$root/dist/fencelock-$version.tgz" "$root/dist/fencelock-linux-x64-gnu-$version.tgz"
   test -f node_modules/fencelock-linux-x64-gnu/fencelock.linux-x64-gnu.node
   test -f node_modules/fencelock/wasm/pkg/fencelock_wasm_bg.wasm
+  test -f node_modules/fencelock/sql.js   # fencelock/sql, the SQL recipe
   ! ls node_modules/fencelock/*.node 2>/dev/null
 )
 # The fencelock/wasm quick start drives the app's own ioredis client: the app

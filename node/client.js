@@ -16,11 +16,11 @@ const { fromNative } = require('./errors.js')
 
 const kCreate = Symbol('fencelock.create')
 
-async function call(fn, lockName) {
+async function call(fn, lockName, fenced) {
   try {
     return await fn()
   } catch (err) {
-    throw fromNative(err, lockName)
+    throw fromNative(err, lockName, fenced)
   }
 }
 
@@ -121,6 +121,20 @@ class Lease {
   /** Stop auto-renewal: the lease runs out at its validity end (no command; a no-op without autoRenew). */
   stopRenewing() {
     this.#native.stopRenewing()
+  }
+
+  /**
+   * Fenced write: the hash `key` gets `value` (field `value`) and this
+   * lease's fence (field `fence`) unless it accepted a newer fence
+   * (StaleFenceError, nothing written). Equal fences pass.
+   */
+  fencedSet(key, value) {
+    return call(() => this.#native.fencedSet(key, value), this.#name, { resource: key, fence: this.fence })
+  }
+
+  /** `fencedSet` of one field of the hash `key` (not `fence`). */
+  fencedHSet(key, field, value) {
+    return call(() => this.#native.fencedHset(key, field, value), this.#name, { resource: key, fence: this.fence })
   }
 
   [Symbol.asyncDispose]() {

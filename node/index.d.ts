@@ -174,6 +174,17 @@ export declare class Lease implements AsyncDisposable {
    * without autoRenew.
    */
   stopRenewing(): void
+  /**
+   * Fenced write: the hash `key` gets `value` (field `value`) and this
+   * lease's fence (field `fence`) unless it has accepted a newer fence
+   * (StaleFenceError, nothing written); equal fences pass (the same holder
+   * writing again). Read it back with `HGET key value`. LockLostError without
+   * sending if the lease is known lost or released; RangeError for an empty
+   * key or a Redlock client; RedisError if `key` is not a hash.
+   */
+  fencedSet(key: string | Buffer, value: string | Buffer): Promise<void>
+  /** `fencedSet` of one field of the hash `key` (not `fence`, which holds the key's last accepted fence). */
+  fencedHSet(key: string | Buffer, field: string | Buffer, value: string | Buffer): Promise<void>
   /** `await using lease = await client.acquire(...)` releases at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>
   toString(): string
@@ -182,7 +193,7 @@ export declare class Lease implements AsyncDisposable {
 
 /** Base class of NotAcquiredError, LockLostError and RedisError (and its ClientClosedError). */
 export declare class LockError extends Error {
-  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'REDIS' | 'CLIENT_CLOSED'
+  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'STALE_FENCE' | 'REDIS' | 'CLIENT_CLOSED'
   /** The lock's name as given to acquire; undefined for a client-wide error. (`name` is the class name.) */
   readonly lockName: LockName | undefined
 }
@@ -194,7 +205,20 @@ export declare class NotAcquiredError extends LockError {
 }
 /** The lease is no longer held (expired, taken over, or renewal failed). */
 export declare class LockLostError extends LockError {
-  readonly code: 'LOCK_LOST'
+  readonly code: 'LOCK_LOST' | 'STALE_FENCE'
+}
+/**
+ * A fenced write was refused: the resource already accepted a newer fence (a
+ * newer holder wrote, or the lock was force-released); nothing was written.
+ */
+export declare class StaleFenceError extends LockLostError {
+  readonly code: 'STALE_FENCE'
+  /** The Redis key or SQL table that refused the write. */
+  readonly resource: string | Buffer
+  /** The refused fence. */
+  readonly fence: bigint
+  /** The newer fence the resource had accepted. */
+  readonly accepted: bigint
 }
 /** Redis was unreachable or answered with an error (`'REDIS'`), or the client is closed (ClientClosedError). */
 export declare class RedisError extends LockError {

@@ -28,6 +28,28 @@ export declare class NativeClient {
 }
 
 /**
+ * The statements of one fenced SQL update (the core's `FencedUpdate`, `$n`
+ * placeholders): `fencelock/sql` runs them with node-postgres.
+ */
+export declare class NativeFencedUpdate {
+  /**
+   * `table`: the qualified parts; `set`, `filter` (the where): column names; `fence`
+   * (a decimal string): the writer's, from the lease of lock `name` if any.
+   */
+  constructor(table: Array<string>, set: Array<string>, filter: Array<string>, fenceColumn: string, fence: string, name?: NameArg | undefined | null)
+  /** The `UPDATE`: set values, fence, where values, fence. */
+  get update(): string
+  /** The `SELECT max(fence)` after an update that changed no row. */
+  get check(): string
+  /**
+   * Rows updated (`updated`, else 0), or throws `STALE_FENCE(accepted)`
+   * when the check found `newest` (a decimal string, or null), a newer
+   * fence than the writer's.
+   */
+  outcome(updated: number, newest?: string | undefined | null): number
+}
+
+/**
  * A lease won for a JS acquire, not yet taken by its caller: the driver's
  * `Granted`. Dropped unclaimed (refused by `claim()`, or garbage-collected),
  * the driver releases the lock.
@@ -64,6 +86,13 @@ export declare class NativeLease {
   held(): Promise<boolean>
   /** Stop auto-renewal (no command; a no-op without autoRenew). */
   stopRenewing(): void
+  /**
+   * Fenced write of the hash `key` (field `value`): rejects with
+   * `STALE_FENCE(accepted)` if it accepted a newer fence.
+   */
+  fencedSet(key: NameArg, value: NameArg): Promise<undefined>
+  /** Fenced write of one field of the hash `key`. */
+  fencedHset(key: NameArg, field: NameArg, value: NameArg): Promise<undefined>
 }
 
 /** Connect to one Redis URL or to several independent nodes (Redlock). */

@@ -66,6 +66,7 @@
 //! running to renew, or stop and let the key expire), [`Progress::Finished`].
 
 mod error;
+mod fenced;
 mod force;
 mod inspect;
 mod io;
@@ -75,10 +76,12 @@ mod majority;
 mod name;
 mod replicas;
 mod scripts;
+mod sql;
 mod time;
 mod ttl;
 
 pub use error::{Error, NotAcquiredReason, Operation};
+pub use fenced::{FencedWrite, Writer, FENCE_FIELD, VALUE_FIELD};
 pub use force::{ForceRelease, Forced};
 pub use inspect::{Inspect, LockInfo, NodeView};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
@@ -87,5 +90,6 @@ pub use lock::{Lock, LockConfig, Progress, State, Token};
 pub use name::{LockName, MAX_NAME_BYTES};
 pub use replicas::{replica_count, replica_count_int, WaitReplicas};
 pub use scripts::Script;
+pub use sql::{FencedUpdate, Placeholders};
 pub use time::Instant;
 pub use ttl::{FenceGrace, MaxHold, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};

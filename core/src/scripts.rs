@@ -28,10 +28,14 @@ pub enum Script {
     /// holder was removed else 0, the advanced fence}`: an operator's
     /// force-release, whoever holds the lock.
     ForceRelease,
+    /// `KEYS[hash]`, `ARGV[fence_field, fence, field, value]` → `{1, fence}`
+    /// applied (field and fence written) or `{0, last accepted fence}`
+    /// refused: a fenced write to the user's own key (`fenced.rs`).
+    FencedSet,
 }
 
 impl Script {
-    pub const ALL: [Script; 7] = [
+    pub const ALL: [Script; 8] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
@@ -39,6 +43,7 @@ impl Script {
         Script::Reclaim,
         Script::Inspect,
         Script::ForceRelease,
+        Script::FencedSet,
     ];
 
     /// The script's name in test vectors and logs.
@@ -51,6 +56,7 @@ impl Script {
             Script::Reclaim => "reclaim",
             Script::Inspect => "inspect",
             Script::ForceRelease => "force_release",
+            Script::FencedSet => "fenced_set",
         }
     }
 
@@ -63,6 +69,7 @@ impl Script {
             Script::Reclaim => include_str!("scripts/reclaim.lua"),
             Script::Inspect => include_str!("scripts/inspect.lua"),
             Script::ForceRelease => include_str!("scripts/force_release.lua"),
+            Script::FencedSet => include_str!("scripts/fenced_set.lua"),
         }
     }
 
@@ -76,6 +83,7 @@ impl Script {
             Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
             Script::ForceRelease => "0fe185decfd2345699a4c50cedb1f89c936137ec",
+            Script::FencedSet => "7bc023d47d4a96c3b02875c81149a2c48da384d1",
         }
     }
 }

@@ -645,6 +645,7 @@ mod fake_redis {
             Script::Release => vec![keys.lock, keys.channel],
             Script::RaiseFence => vec![keys.fence],
             Script::ForceRelease => vec![keys.lock, keys.fence, keys.channel],
+            Script::FencedSet => vec![b"data".to_vec()],
         };
         Command {
             id: CommandId(0),

@@ -95,6 +95,16 @@ test('README "Renewal controls" snippet runs', async () => {
   assert.match(out, /renewal stopped, still valid: true/)
 })
 
+test('README "Fenced writes" snippet runs', async () => {
+  const js = blocks('js').find((b) => b.includes('fencedSet'))
+  assert.ok(js, 'no fencedSet block in the Node section')
+  const file = path.join(tmp, 'fenced.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /refused: fence \d+ is older than \d+/)
+})
+
 test('README TypeScript quick start type-checks and runs', async () => {
   const ts = require('typescript')
   const [source] = blocks('ts')

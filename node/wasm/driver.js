@@ -209,6 +209,14 @@ class WasmClient {
     return info.heldByMe
   }
 
+  /** A lease's fencedSet / fencedHSet; the core refuses a bad one before anything is sent. */
+  fencedSet(lock, key, value) {
+    return this.runOnEveryNode(core.WasmOneShot.fencedSet(lock, now(), this.#adapters.length, key, value))
+  }
+  fencedHset(lock, key, field, value) {
+    return this.runOnEveryNode(core.WasmOneShot.fencedHset(lock, now(), this.#adapters.length, key, field, value))
+  }
+
   /**
    * Pending acquires fail with a ClientClosedError (their compensating releases
    * still run), held leases stop renewing and expire by their TTL, and the
@@ -496,6 +504,13 @@ class Actor {
     return this.#client.held(name, token)
   }
 
+  fencedSet(key, value) {
+    return this.#client.fencedSet(this.#lock, key, value)
+  }
+  fencedHset(key, field, value) {
+    return this.#client.fencedHset(this.#lock, key, field, value)
+  }
+
   request(kind, ttl) {
     return new Promise((resolve, reject) => {
       this.#requests.push({ kind, ttl, resolve, reject })
@@ -580,6 +595,12 @@ class LeaseHandle {
   }
   held() {
     return this.#actor.held(this.#name, this.#token)
+  }
+  fencedSet(key, value) {
+    return this.#actor.fencedSet(key, value)
+  }
+  fencedHset(key, field, value) {
+    return this.#actor.fencedHset(key, field, value)
   }
 }
 

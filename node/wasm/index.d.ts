@@ -4,7 +4,7 @@
 /// <reference types="node" />
 
 import type { Lease, LockInfo, LockName, LockOptions } from '../index.js'
-export { Lease, LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError } from '../index.js'
+export { Lease, LockError, NotAcquiredError, LockLostError, StaleFenceError, RedisError, ClientClosedError } from '../index.js'
 export type { LockInfo, LockName, LockOptions } from '../index.js'
 
 /** Options of {@link Client.fromRedis}. */

@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Optional, Type, TypeVar, Union, cas
 
 from . import _native
 from ._native import AsyncLease, Lease, LockInfo
-from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError
+from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError, StaleFence
 
 __version__: str = _native.__version__
 
@@ -39,6 +39,7 @@ __all__ = [
     "LockLost",
     "NotAcquired",
     "RedisError",
+    "StaleFence",
     "__version__",
 ]
 

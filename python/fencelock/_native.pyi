@@ -14,6 +14,8 @@ from typing import Callable, List, Literal, Optional, Tuple, Union, final
 __version__: str
 
 _Name = Union[str, bytes, bytearray]
+# A key, hash field or value of a fenced write.
+_Data = Union[str, bytes, bytearray]
 _Urls = Union[str, List[str], Tuple[str, ...]]
 # PEM text (str or bytes) or a path to a PEM file.
 _Pem = Union[str, bytes, "os.PathLike[str]"]
@@ -67,6 +69,16 @@ class Lease:
     def held(self) -> bool:
         """Ask Redis whether this lease still holds the lock (one read-only
         round trip): ``False`` once released, expired or taken over."""
+    def fenced_set(self, key: _Data, value: _Data) -> None:
+        """Fenced write: the hash ``key`` gets ``value`` (field ``value``)
+        and this lease's fence (field ``fence``) unless it accepted a newer
+        fence (``StaleFence``, nothing written). Equal fences pass (the same
+        holder writing again). ``LockLost`` without sending if the lease is
+        known lost or released; ``ValueError`` for an empty key or a Redlock
+        client; ``RedisError`` if ``key`` is not a hash."""
+    def fenced_hset(self, key: _Data, field: _Data, value: _Data) -> None:
+        """``fenced_set`` of one field of the hash ``key`` (not ``fence``,
+        which holds the key's last accepted fence: ``ValueError``)."""
     def on_lost(self, callback: Callable[["Lease"], object]) -> None:
         """Call ``callback(lease)`` (from a background thread) once the lease
         is lost. Not called after a successful release."""
@@ -94,6 +106,8 @@ class AsyncLease:
     def extend(self, ttl: Optional[float] = None) -> asyncio.Future[None]: ...
     def release(self) -> asyncio.Future[None]: ...
     def held(self) -> asyncio.Future[bool]: ...
+    def fenced_set(self, key: _Data, value: _Data) -> asyncio.Future[None]: ...
+    def fenced_hset(self, key: _Data, field: _Data, value: _Data) -> asyncio.Future[None]: ...
     def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
     def stop_renewing(self) -> None:
@@ -105,6 +119,30 @@ class Grant:
     released by the driver if it is dropped unclaimed."""
 
     def _claim(self) -> AsyncLease: ...
+
+@final
+class FencedUpdate:
+    """The statements of one fenced SQL update (``fencelock.sql`` runs them)."""
+
+    def __init__(
+        self,
+        table: Union[str, Tuple[str, ...], List[str]],
+        set: List[str],
+        where: List[str],
+        fence_column: str,
+        paramstyle: str,
+        fence: int,
+        name: Optional[_Name],
+    ) -> None: ...
+    @property
+    def update(self) -> str:
+        """``UPDATE``; parameters: set values, fence, where values, fence."""
+    @property
+    def check(self) -> str:
+        """``SELECT max(fence)``; parameters: where values."""
+    def outcome(self, updated: int, newest: Optional[int]) -> int:
+        """Rows updated, ``0`` for no row, or ``StaleFence`` if ``newest``
+        (the check's answer) is newer than the writer's fence."""
 
 class Client:
     def __init__(

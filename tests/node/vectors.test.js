@@ -146,7 +146,7 @@ test('validation: valid ttls are sent in whole milliseconds, rounded up', async 
 // -------------------------------------------------------------- commands.json
 
 function resolve(v, sc) {
-  if (v === '$lock' || v === '$fence' || v === '$channel') return asBytes(sc.keys[v.slice(1)])
+  if (v === '$lock' || v === '$fence' || v === '$channel' || v === '$data') return asBytes(sc.keys[v.slice(1)])
   if (v === '$token') return Buffer.from('$token')
   return asBytes(v)
 }
@@ -220,5 +220,37 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
       const v = await raw.cmd('GET', resolve(key, sc))
       assert.equal(v === null ? null : v.toString(), value, key)
     }
+  })
+}
+
+for (const c of COMMANDS.fenced_writes.cases) {
+  test(`fenced writes: ${c.name}`, async () => {
+    for (const cmd of c.setup) await raw.cmd(...cmd.map((a) => resolve(a, c)))
+    const [key, value] = [resolve(c.key, c), resolve(c.value, c)]
+    let got
+    const calls = await withMonitor(async () => {
+      const client = await connect(url)
+      try {
+        const lease = await client.acquire(asName(c.lock_name), { ttl: 10_000 })
+        assert.equal(String(lease.fence), c.fence)
+        try {
+          await (c.field === undefined ? lease.fencedSet(key, value) : lease.fencedHSet(key, resolve(c.field, c), value))
+          got = 'ok'
+        } catch (err) {
+          if (!(err instanceof fencelock.StaleFenceError)) throw err
+          got = { error: 'StaleFence', accepted: String(err.accepted) }
+        }
+        await lease.release()
+      } finally {
+        await client.close()
+      }
+    })
+    assert.deepEqual(got, c.outcome)
+    const sent = calls.filter((x) => x.script === c.sent.script).map((x) => [hexes(...x.keys), hexes(...x.args)])
+    assert.deepEqual(sent, [[hexes(...c.sent.keys.map((k) => resolve(k, c))), hexes(...c.sent.args.map((a) => resolve(a, c)))]])
+    const fields = await raw.cmd('HGETALL', key)
+    const pairs = []
+    for (let i = 0; i < fields.length; i += 2) pairs.push(hexes(fields[i], fields[i + 1]).join(' '))
+    assert.deepEqual(pairs.sort(), c.final.map(([f, v]) => hexes(resolve(f, c), resolve(v, c)).join(' ')).sort())
   })
 }

@@ -145,7 +145,7 @@ REAL = [s for s in COMMANDS["scenarios"] if s["real"]]
 
 
 def resolve(v: Any, sc: Dict[str, Any]) -> bytes:
-    if v in ("$lock", "$fence", "$channel"):
+    if v in ("$lock", "$fence", "$channel", "$data"):
         return as_bytes(sc["keys"][v[1:]])
     if v == "$token":
         return b"$token"
@@ -217,6 +217,38 @@ def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monit
     assert masked == expected
     for key, value in sc.get("final", {}).items():
         assert raw.execute("GET", resolve(key, sc)) == (None if value is None else value.encode()), key
+
+
+FENCED = COMMANDS["fenced_writes"]["cases"]
+
+
+@pytest.mark.parametrize("case", FENCED, ids=[c["name"] for c in FENCED])
+def test_fenced_writes(case: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor) -> None:
+    for cmd in case["setup"]:
+        raw.execute(*(resolve(a, case) for a in cmd))
+    key, value = resolve(case["key"], case), resolve(case["value"], case)
+    with fencelock.Client(redis_url) as client:
+        lease = client.acquire(as_name(case["lock_name"]), ttl=10.0)
+        assert str(lease.fence) == case["fence"]
+        try:
+            if "field" in case:
+                lease.fenced_hset(key, resolve(case["field"], case), value)
+            else:
+                lease.fenced_set(key, value)
+            got: Any = "ok"
+        except fencelock.StaleFence as e:
+            got = {"error": "StaleFence", "accepted": str(e.accepted)}
+        lease.release()
+    assert got == case["outcome"]
+    monitor.sync()
+    sent = case["sent"]
+    calls = [c for c in script_calls(monitor.seen, SCRIPTS) if c["script"] == sent["script"]]
+    assert [(c["keys"], c["args"]) for c in calls] == [
+        ([resolve(k, case) for k in sent["keys"]], [resolve(a, case) for a in sent["args"]])
+    ]
+    fields = raw.execute("HGETALL", key)
+    pairs = sorted(zip(fields[::2], fields[1::2]))
+    assert pairs == sorted((resolve(f, case), resolve(v, case)) for f, v in case["final"])
 
 
 def step_outcome(sc: Dict[str, Any], call_step: Dict[str, Any]) -> Dict[str, Any]:

@@ -61,6 +61,28 @@
 //! }
 //! ```
 //!
+//! # Fenced writes
+//!
+//! The README's Rust fenced-write example (kept identical; compiled as a
+//! doctest, run against Redis in `tests/fenced.rs`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn settle(client: &Client) -> Result<(), Error> {
+//!     let lease = client.acquire("invoice:42", &LockOptions::new(Duration::from_secs(10))).await?;
+//!     // HSET invoice:42:total value 120 fence <lease.fence()>, unless the key
+//!     // has accepted a newer fence: then StaleFence, and nothing is written.
+//!     match lease.fenced_set("invoice:42:total", "120").await {
+//!         Err(Error::StaleFence { accepted, .. }) => eprintln!("fence {accepted} wrote since: stop"),
+//!         other => other?,
+//!     }
+//!     lease.fenced_hset("invoice:42:total", "paid_by", "me").await?;
+//!     lease.release().await
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
@@ -130,8 +152,9 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName, MaxHold,
-    NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    replica_count, replica_count_int, Error, FenceGrace, FencedUpdate, KeySpace, LockInfo,
+    LockName, MaxHold, NotAcquiredReason, Operation, Placeholders, Timeout, Ttl, Wait, FENCE_FIELD,
+    MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
 };
 pub use lease::{Granted, Lease};
 pub use tls::{Pem, TlsOptions};

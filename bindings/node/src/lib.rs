@@ -34,11 +34,12 @@ fn tagged(code: &str, message: impl std::fmt::Display) -> napi::Error {
     napi::Error::new(Status::GenericFailure, format!("{code}: {message}"))
 }
 
-/// `CODE: message`, or `NOT_ACQUIRED(reason): message` (index.js turns the
-/// reason into `err.reason`).
+/// `CODE: message`, or `CODE(detail): message` (errors.js turns a
+/// NotAcquired's reason into `err.reason`, a StaleFence's accepted fence
+/// into `err.accepted`).
 fn lock_error(error: fencelock::Error) -> napi::Error {
-    match error.reason() {
-        Some(reason) => tagged(&format!("{}({})", error.code(), reason.as_str()), error),
+    match error.detail() {
+        Some(detail) => tagged(&format!("{}({detail})", error.code()), error),
         None => tagged(error.code(), error),
     }
 }
@@ -85,6 +86,15 @@ fn name_arg(value: NameArg<'_>) -> Result<Name> {
     };
     let name = LockName::new(bytes).map_err(lock_error)?;
     Ok(Name { name, is_buffer })
+}
+
+/// A key, field or value of a fenced write: a string (UTF-8) or a Buffer.
+fn data_arg(what: &str, value: NameArg<'_>) -> Result<Vec<u8>> {
+    match value {
+        Either3::A(s) => Ok(s.into_bytes()),
+        Either3::B(b) => Ok(b.to_vec()),
+        Either3::C(other) => Err(type_error(what, "a string or a Buffer", &other)),
+    }
 }
 
 type NumberArg<'a> = Option<Either<f64, Unknown<'a>>>;
@@ -653,5 +663,110 @@ impl NativeLease {
     #[napi]
     pub fn stop_renewing(&self) {
         self.inner.stop_renewing();
+    }
+
+    /// Fenced write of the hash `key` (field `value`): rejects with
+    /// `STALE_FENCE(accepted)` if it accepted a newer fence.
+    #[napi]
+    pub fn fenced_set<'env>(
+        &self,
+        env: &'env Env,
+        key: NameArg<'_>,
+        value: NameArg<'_>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let (key, value) = (data_arg("key", key)?, data_arg("value", value)?);
+        let lease = Arc::clone(&self.inner);
+        env.spawn_future(async move { lease.fenced_set(key, value).await.map_err(lock_error) })
+    }
+
+    /// Fenced write of one field of the hash `key`.
+    #[napi]
+    pub fn fenced_hset<'env>(
+        &self,
+        env: &'env Env,
+        key: NameArg<'_>,
+        field: NameArg<'_>,
+        value: NameArg<'_>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let key = data_arg("key", key)?;
+        let (field, value) = (data_arg("field", field)?, data_arg("value", value)?);
+        let lease = Arc::clone(&self.inner);
+        env.spawn_future(async move {
+            let written = lease.fenced_hset(key, field, value).await;
+            written.map_err(lock_error)
+        })
+    }
+}
+
+// ---------------------------------------------------------------- SQL recipe
+
+/// The statements of one fenced SQL update (the core's `FencedUpdate`, `$n`
+/// placeholders): `fencelock/sql` runs them with node-postgres.
+#[napi]
+#[derive(Debug)]
+pub struct NativeFencedUpdate {
+    inner: fencelock::FencedUpdate,
+    /// The writer's fence, and its lease's lock (for `StaleFence`).
+    fence: u64,
+    name: Option<LockName>,
+}
+
+#[napi]
+impl NativeFencedUpdate {
+    /// `table`: the qualified parts; `set`, `filter` (the where): column names; `fence`
+    /// (a decimal string): the writer's, from the lease of lock `name` if any.
+    #[napi(constructor)]
+    pub fn new(
+        table: Vec<String>,
+        set: Vec<String>,
+        filter: Vec<String>,
+        fence_column: String,
+        fence: String,
+        name: Option<NameArg<'_>>,
+    ) -> Result<Self> {
+        let name = name.map(name_arg).transpose()?.map(|n| n.name);
+        let fence = fence.parse::<u64>().map_err(|_| {
+            tagged(
+                "INVALID_ARGUMENT",
+                "a fence is an integer from 0 to 2^64 - 1",
+            )
+        })?;
+        let inner = fencelock::FencedUpdate::new(
+            &table,
+            &set,
+            &filter,
+            &fence_column,
+            fencelock::Placeholders::Dollar,
+        )
+        .map_err(lock_error)?;
+        Ok(NativeFencedUpdate { inner, fence, name })
+    }
+
+    /// The `UPDATE`: set values, fence, where values, fence.
+    #[napi(getter)]
+    pub fn update(&self) -> String {
+        self.inner.update().to_owned()
+    }
+
+    /// The `SELECT max(fence)` after an update that changed no row.
+    #[napi(getter)]
+    pub fn check(&self) -> String {
+        self.inner.check().to_owned()
+    }
+
+    /// Rows updated (`updated`, else 0), or throws `STALE_FENCE(accepted)`
+    /// when the check found `newest` (a decimal string, or null), a newer
+    /// fence than the writer's.
+    #[napi]
+    pub fn outcome(&self, updated: u32, newest: Option<String>) -> Result<u32> {
+        let newest = newest
+            .map(|n| n.parse::<i128>())
+            .transpose()
+            .map_err(|_| tagged("INVALID_ARGUMENT", "the newest fence is not an integer"))?;
+        let rows = self
+            .inner
+            .outcome(self.name.as_ref(), self.fence, u64::from(updated), newest)
+            .map_err(lock_error)?;
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
 }

@@ -30,13 +30,7 @@ impl Name {
 
 /// `str` (UTF-8) or `bytes`/`bytearray`; validated by the core.
 pub fn name(value: &Bound<'_, PyAny>) -> PyResult<Name> {
-    let (bytes, is_bytes) = if let Ok(text) = value.cast::<PyString>() {
-        (text.to_cow()?.as_bytes().to_vec(), false)
-    } else if let Ok(bytes) = value.cast::<PyBytes>() {
-        (bytes.as_bytes().to_vec(), true)
-    } else if let Ok(bytes) = value.cast::<PyByteArray>() {
-        (bytes.to_vec(), true)
-    } else {
+    let Some((bytes, is_bytes)) = bytes_of(value)? else {
         return Err(PyTypeError::new_err(format!(
             "lock name must be str or bytes, not {}",
             type_name(value)
@@ -44,6 +38,32 @@ pub fn name(value: &Bound<'_, PyAny>) -> PyResult<Name> {
     };
     let lock = LockName::new(bytes).map_err(to_py)?;
     Ok(Name { lock, is_bytes })
+}
+
+/// A key, field or value of a fenced write: `str` (UTF-8) or
+/// `bytes`/`bytearray` (the core checks what it must not be).
+pub fn data(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    match bytes_of(value)? {
+        Some((bytes, _)) => Ok(bytes),
+        None => Err(PyTypeError::new_err(format!(
+            "{what} must be str or bytes, not {}",
+            type_name(value)
+        ))),
+    }
+}
+
+/// The bytes of a `str` (UTF-8), `bytes` or `bytearray`, and whether they
+/// were given as bytes; `None` for any other type.
+fn bytes_of(value: &Bound<'_, PyAny>) -> PyResult<Option<(Vec<u8>, bool)>> {
+    Ok(if let Ok(text) = value.cast::<PyString>() {
+        Some((text.to_cow()?.as_bytes().to_vec(), false))
+    } else if let Ok(bytes) = value.cast::<PyBytes>() {
+        Some((bytes.as_bytes().to_vec(), true))
+    } else if let Ok(bytes) = value.cast::<PyByteArray>() {
+        Some((bytes.to_vec(), true))
+    } else {
+        None
+    })
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {

@@ -13,6 +13,7 @@ mod lease;
 mod logging;
 mod process_local;
 mod runtime;
+mod sql;
 
 use pyo3::prelude::*;
 
@@ -33,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<info::LockInfo>()?;
     m.add_class::<lease::AsyncLease>()?;
     m.add_class::<lease::Grant>()?;
+    m.add_class::<sql::FencedUpdate>()?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     logging::install(m.py());

@@ -358,7 +358,11 @@ impl Harness {
                     self.holds_until[node] = Some(cur.map_or(until, |c| c.max(until)));
                 }
             }
-            Script::Release | Script::RaiseFence | Script::Inspect | Script::ForceRelease => {}
+            Script::Release
+            | Script::RaiseFence
+            | Script::Inspect
+            | Script::ForceRelease
+            | Script::FencedSet => {}
         }
         let now = self.now;
         self.lock.handle_reply(now, CommandId(id), reply);
@@ -429,6 +433,7 @@ impl Harness {
                 // Read-only, and sent by `Inspect`, never by a lock.
                 Script::Inspect => panic!("a lock sent an inspect command"),
                 Script::ForceRelease => panic!("a lock sent a force-release command"),
+                Script::FencedSet => panic!("a lock sent a fenced write"),
             }
             self.trace.push(dbg);
             let sent = Sent {

@@ -97,8 +97,8 @@ impl Lock {
             Script::Release => unreachable!("built by push_release"),
             Script::RaiseFence => unreachable!("built by push_raise_fence"),
             Script::Reclaim => unreachable!("built by push_reclaim"),
-            Script::Inspect | Script::ForceRelease => {
-                unreachable!("not a lock's command: see inspect.rs / force.rs")
+            Script::Inspect | Script::ForceRelease | Script::FencedSet => {
+                unreachable!("not a lock's command: see inspect.rs / force.rs / fenced.rs")
             }
         };
         self.push(node, script, keys, args)

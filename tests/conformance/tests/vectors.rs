@@ -8,8 +8,8 @@ use std::time::Duration;
 use fencelock_conformance::{bytes, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
-    RetryPolicy, Script, Token, Ttl, Wait,
+    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Lock, LockConfig, LockName,
+    Reply, RetryPolicy, Script, Token, Ttl, Wait, Writer,
 };
 use serde_json::Value;
 
@@ -140,6 +140,7 @@ fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
         Some("$lock") => bytes(&scenario["keys"]["lock"]),
         Some("$fence") => bytes(&scenario["keys"]["fence"]),
         Some("$channel") => bytes(&scenario["keys"]["channel"]),
+        Some("$data") => bytes(&scenario["keys"]["data"]),
         Some("$token") => scenario["token"].as_str().unwrap().as_bytes().to_vec(),
         _ => bytes(v),
     }
@@ -152,6 +153,7 @@ fn error_kind(e: &Error) -> &'static str {
         Error::LockLost { .. } => "LockLost",
         Error::Redis { .. } => "Redis",
         Error::Closed { .. } => "Closed",
+        Error::StaleFence { .. } => "StaleFence",
     }
 }
 
@@ -192,6 +194,52 @@ fn commands_and_outcomes_match_the_vectors() {
     assert!(scenarios.len() >= 8);
     for sc in scenarios {
         run_scenario(sc);
+    }
+}
+
+#[test]
+fn fenced_writes_match_the_vectors() {
+    let cases = vectors("commands.json")["fenced_writes"]["cases"].clone();
+    let cases = cases.as_array().unwrap();
+    assert!(cases.len() >= 3);
+    for case in cases {
+        let title = case["name"].as_str().unwrap();
+        let name = LockName::new(bytes(&case["lock_name"])).unwrap();
+        let writer = Writer {
+            name: &name,
+            fence: case["fence"].as_str().unwrap().parse().unwrap(),
+            valid_for: Duration::from_secs(10),
+            nodes: 1,
+        };
+        let field = case.get("field").map(|f| resolve(f, case));
+        let key = resolve(&case["key"], case);
+        let value = resolve(&case["value"], case);
+        let write = FencedWrite::new(writer, &key, field.as_deref(), &value).unwrap();
+        let command = write.command();
+        let sent = &case["sent"];
+        assert_eq!(
+            command.script,
+            script_named(sent["script"].as_str().unwrap()),
+            "{title}"
+        );
+        let each = |items: &Value| -> Vec<Vec<u8>> {
+            items
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| resolve(v, case))
+                .collect()
+        };
+        assert_eq!(command.keys, each(&sent["keys"]), "{title}");
+        assert_eq!(command.args, each(&sent["args"]), "{title}");
+        let got = match write.read(reply(&case["reply"])) {
+            Ok(()) => Value::from("ok"),
+            Err(Error::StaleFence { accepted, .. }) => {
+                serde_json::json!({"error": "StaleFence", "accepted": accepted.to_string()})
+            }
+            Err(other) => panic!("{title}: {other:?}"),
+        };
+        assert_eq!(got, case["outcome"], "{title}");
     }
 }
 

@@ -130,6 +130,7 @@ fn kind(e: &Error) -> String {
         Error::LockLost { .. } => "lock_lost".into(),
         Error::Redis { .. } => "redis".into(),
         Error::Closed { .. } => "closed".into(),
+        Error::StaleFence { .. } => "stale_fence".into(),
         Error::InvalidArgument(_) => "invalid_argument".into(),
     }
 }

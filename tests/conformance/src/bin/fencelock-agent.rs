@@ -16,6 +16,7 @@ fn kind(e: &Error) -> &'static str {
         Error::LockLost { .. } => "LockLost",
         Error::Redis { .. } => "Redis",
         Error::Closed { .. } => "Closed",
+        Error::StaleFence { .. } => "StaleFence",
     }
 }
 
