@@ -154,7 +154,7 @@ impl Script {
             Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
             Script::ForceRelease => "0fe185decfd2345699a4c50cedb1f89c936137ec",
-            Script::FairAcquire => "cba71fb9c5fd8c5e996deac71af0280d41eb56b7",
+            Script::FairAcquire => "be4e42e3d76f3e03761921b0c1ad367e77ad478a",
             Script::ReadAcquire => "af6686c2a913508e768f43d94561e3cbff03fcb1",
             Script::HoldersExtend => "bbc787cce5b22f9e7e4bc6f35179a2c9fee74809",
             Script::HoldersRelease => "f8ab794a46bec92ec8ef6bfb815e891ddaee4848",

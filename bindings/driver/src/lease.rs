@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use fencelock_core::{Error, Inspect, Lock, LockKeys, LockName, Operation, Token, Ttl};
+use fencelock_core::{Error, Inspect, Kind, Lock, LockKeys, LockName, Operation, Token, Ttl};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock;
@@ -111,6 +111,7 @@ pub(crate) enum Request {
 /// `Debug` never shows the token.
 pub struct Lease {
     name: LockName,
+    kind: Kind,
     keys: LockKeys,
     conns: Weak<Connections>,
     token: String,
@@ -126,6 +127,7 @@ pub struct Lease {
 /// The parts of a [`Lease`] known before the lock is won.
 pub(crate) struct LeaseParts {
     pub name: LockName,
+    pub kind: Kind,
     pub keys: LockKeys,
     /// Weak: a lease does not keep a closed client's connections open.
     pub conns: Weak<Connections>,
@@ -144,6 +146,7 @@ impl Lease {
     ) -> Lease {
         let LeaseParts {
             name,
+            kind,
             keys,
             conns,
             token,
@@ -152,6 +155,7 @@ impl Lease {
         } = parts;
         Lease {
             name,
+            kind,
             keys,
             conns,
             token,
@@ -172,6 +176,12 @@ impl Lease {
     /// The name as the core's validated type (for messages).
     pub fn lock_name(&self) -> &LockName {
         &self.name
+    }
+
+    /// What this lease holds: the mutex, a semaphore permit, a read or a
+    /// write lock.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// The token stored in Redis; never printed by `Debug`.
@@ -280,7 +290,8 @@ impl Lease {
             .upgrade()
             .ok_or_else(|| Error::closed(&self.name, Operation::Inspect))?;
         let token = Token(self.token.clone());
-        let inspect = Inspect::new(self.name.clone(), &self.keys, [&token], conns.nodes.len());
+        let (name, nodes) = (self.name.clone(), conns.nodes.len());
+        let inspect = Inspect::of_kind(name, self.kind, &self.keys, [&token], nodes);
         Ok(conns.inspect(&inspect).await?.held_by_me)
     }
 
@@ -312,6 +323,7 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("name", &self.name)
+            .field("kind", &self.kind)
             .field("token", &"<redacted>")
             .field("fence", &self.fence)
             .field("ttl", &self.ttl)

@@ -116,6 +116,7 @@ mod driver;
 mod lease;
 mod link;
 mod notify;
+mod primitives;
 mod queue;
 mod replicas;
 mod sentinel;
@@ -130,10 +131,12 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName, MaxHold,
-    NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    replica_count, replica_count_int, Error, FenceGrace, KeySpace, Kind, LockInfo, LockName,
+    MaxHold, NotAcquiredReason, Operation, Permits, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS,
+    MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
+pub use primitives::{RwLock, Semaphore};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
 

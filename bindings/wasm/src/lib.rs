@@ -21,7 +21,7 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, ForceRelease, Forced, Inspect, Instant, KeySpace, Lock, LockConfig,
+    Kind, Error, Event, FenceGrace, ForceRelease, Forced, Inspect, Instant, KeySpace, Lock, LockConfig,
     LockName, MaxHold, NodeView, Operation, Progress, Reply, RetryPolicy, Script, State, Timeout,
     Token, Ttl, Wait,
 };
@@ -261,6 +261,7 @@ impl LockSpec {
         };
         Ok(LockSpec {
             config: LockConfig {
+                kind: Kind::Mutex,
                 keys: client.keys.keys(&name),
                 name,
                 token: Token(token),

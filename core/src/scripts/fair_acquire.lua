@@ -3,7 +3,7 @@
 -- ms), KEYS[4] fence key, KEYS[5] (optional) a set that must be empty;
 -- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] fence key ttl ms (ttl + grace),
 -- ARGV[4] permits, ARGV[5] how long a place in the line lasts without a
--- new attempt (ms).
+-- new attempt (ms; 0: a try-once, which never takes a place).
 -- Returns {1, fence} when a permit is granted (fence a decimal string), or
 -- {0, ms} with a hint of when to try again.
 --
@@ -102,13 +102,16 @@ local ahead = place or redis.call('ZCARD', KEYS[2])
 if blockers == 0 and held + ahead < permits then
   return grant()
 end
-if not place then
-  redis.call('ZADD', KEYS[2], string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])), token)
+-- A try-once (patience 0) only looks: it takes no place.
+if tonumber(ARGV[5]) > 0 then
+  if not place then
+    redis.call('ZADD', KEYS[2], string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])), token)
+  end
+  redis.call('ZADD', KEYS[3], string.format('%.0f', now + tonumber(ARGV[5])), token)
+  keep(KEYS[3])
+  -- The line's order lives as long as its expiries.
+  redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[3]))
 end
-redis.call('ZADD', KEYS[3], string.format('%.0f', now + tonumber(ARGV[5])), token)
-keep(KEYS[3])
--- The line's order lives as long as its expiries.
-redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[3]))
 if held >= permits then
   -- Every permit is taken: the first one expires then (a release wakes us sooner).
   return {0, first_expiry(KEYS[1])}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use fencelock_conformance::{bytes, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
+    Command, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig, LockName, Reply,
     RetryPolicy, Script, Token, Ttl, Wait,
 };
 use serde_json::Value;
@@ -218,6 +218,7 @@ fn run_scenario(sc: &Value) {
     };
     let mut lock = Lock::new(LockConfig {
         name,
+        kind: Kind::Mutex,
         keys,
         token: Token(sc["token"].as_str().unwrap().into()),
         ttl: Ttl::from_millis_f64(number(&sc["ttl_ms"])).unwrap(),
