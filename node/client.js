@@ -13,6 +13,7 @@
 const os = require('node:os')
 const util = require('node:util')
 const { fromNative } = require('./errors.js')
+const primitives = require('./primitives.js')
 
 const kCreate = Symbol('fencelock.create')
 
@@ -43,6 +44,22 @@ function checkName(name) {
     e.code = 'ERR_INVALID_ARG_VALUE'
     throw e
   }
+}
+
+// `options` as an object whose keys are all `known` (a misspelled key would
+// otherwise be ignored); `{}` for undefined.
+function knownOptions(what, options, known) {
+  if (options === undefined) return {}
+  const bad = (message) => {
+    const e = new TypeError(message)
+    e.code = 'ERR_INVALID_ARG_TYPE'
+    return e
+  }
+  if (options === null || typeof options !== 'object') throw bad(`${what} must be an object`)
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw bad(`${what} has an unknown key ${JSON.stringify(key)} (known: ${known.join(', ')})`)
+  }
+  return options
 }
 
 // ------------------------------------------------------------------ lease
@@ -177,12 +194,14 @@ Object.defineProperty(Lease.prototype, Symbol.toStringTag, { value: 'Lease' })
 class Client {
   #native
   #CancelHandle
+  #Kind
   #closed = false
 
-  constructor(key, handle, CancelHandle) {
+  constructor(key, handle, CancelHandle, Kind) {
     if (key !== kCreate) throw new TypeError(`use ${new.target.howToCreate} to create a Client`)
     this.#native = handle
     this.#CancelHandle = CancelHandle
+    this.#Kind = Kind
   }
 
   /** Acquire `name`, waiting up to `options.wait` ms (forever if undefined). */
@@ -195,7 +214,41 @@ class Client {
     return this.#acquire('tryAcquire', name, options)
   }
 
-  async #acquire(method, name, options) {
+  /**
+   * A counting semaphore of `options.permits` permits (a whole number from 1
+   * to 1,000,000: RangeError outside, TypeError for a non-number). Its keys
+   * live beside a mutex of the same name, never shared with it.
+   */
+  semaphore(name, options) {
+    checkName(name)
+    const { permits } = knownOptions('options', options, ['permits'])
+    const kind = this.#kindOf('semaphore', permits)
+    return new primitives.Semaphore(primitives.kCreate, this, name, kind)
+  }
+
+  /** A read-write lock: `rw.reader` (shared) and `rw.writer` (exclusive). */
+  rwLock(name) {
+    checkName(name)
+    return new primitives.RwLock(primitives.kCreate, this, name, this.#kindOf('read'), this.#kindOf('write'))
+  }
+
+  #kindOf(what, permits) {
+    try {
+      return new this.#Kind(what, permits)
+    } catch (err) {
+      throw fromNative(err)
+    }
+  }
+
+  [primitives.kAcquireAs](method, name, options, kind) {
+    return this.#acquire(method, name, options, kind)
+  }
+
+  async [primitives.kInspectAs](name, kind) {
+    return this.#inspect(name, kind)
+  }
+
+  async #acquire(method, name, options, kind) {
     checkName(name)
     const signal = signalOf(options)
     signal?.throwIfAborted()
@@ -207,7 +260,7 @@ class Client {
     signal?.addEventListener('abort', onAbort, { once: true })
     let grant
     try {
-      grant = await this.#native[method](name, options, cancel)
+      grant = await this.#native[method](name, options, cancel, kind)
     } catch (err) {
       if (signal?.aborted) throw signal.reason
       throw fromNative(err, name)
@@ -225,8 +278,12 @@ class Client {
    * heldByMe }` (`ttl` ms or null, `fence` bigint or null; never a token).
    */
   async inspect(name) {
+    return this.#inspect(name, undefined)
+  }
+
+  async #inspect(name, kind) {
     checkName(name)
-    const info = await call(() => this.#native.inspect(name), name)
+    const info = await call(() => this.#native.inspect(name, kind), name)
     return Object.freeze({
       held: info.held,
       ttl: info.ttl ?? null,
@@ -254,21 +311,7 @@ class Client {
    * with LockLostError if the lease was lost while fn ran (unless fn threw).
    */
   async withLock(name, options, fn) {
-    if (typeof fn !== 'function') {
-      const e = new TypeError('withLock needs a callback function as its third argument')
-      e.code = 'ERR_INVALID_ARG_TYPE'
-      throw e
-    }
-    const lease = await this.acquire(name, options)
-    let result
-    try {
-      result = await fn(lease)
-    } catch (err) {
-      await lease.release().catch(() => {})
-      throw err
-    }
-    await lease.release()
-    return result
+    return primitives.withLease(() => this.acquire(name, options), fn)
   }
 
   /** Stop the client; held leases expire by their TTL. */

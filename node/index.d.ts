@@ -121,12 +121,75 @@ export declare class Client implements AsyncDisposable {
    */
   forceRelease(name: LockName): Promise<bigint>
   /**
+   * A counting semaphore of `options.permits` permits (a whole number from 1
+   * to 1,000,000: RangeError outside, TypeError for a non-number; every
+   * client of one semaphore should pass the same). Its keys live beside a
+   * mutex of the same name, never shared with it.
+   */
+  semaphore(name: LockName, options: SemaphoreOptions): Semaphore
+  /** A read-write lock: `rw.reader` (shared) and `rw.writer` (exclusive, writers preferred). */
+  rwLock(name: LockName): RwLock
+  /**
    * Close the connections. Leases still held expire by their TTL; pending
    * and later acquires, and extend/release of its leases, reject with
    * ClientClosedError (a RedisError).
    */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Options of {@link Client.semaphore}. */
+export interface SemaphoreOptions {
+  /** How many leases may hold at once: a whole number from 1 to 1,000,000. */
+  permits: number
+}
+
+/** Acquires leases of one kind of one name: a semaphore's permits, or one side of a read-write lock. */
+export declare class LockSide {
+  protected constructor()
+  /** The name, as given. */
+  readonly name: LockName
+  /**
+   * A lease, waiting as `options.wait` allows (in the server's fair line:
+   * arrival order across every client); NotAcquiredError when the wait runs
+   * out. An aborted signal leaves nothing held and leaves the line.
+   */
+  acquire(options: LockOptions): Promise<Lease>
+  /** One attempt, without standing in line: the lease, or `null`. */
+  tryAcquire(options: LockOptions): Promise<Lease | null>
+  /** Acquire, run `fn(lease)`, release on every exit path (as {@link Client.withLock}). */
+  withLock<T>(options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** What Redis says now about this kind's holders (read-only): `held` while any holds. */
+  inspect(): Promise<LockInfo>
+}
+
+/**
+ * A counting semaphore: up to `permits` leases at once, granted in arrival
+ * order across every process. Each permit is a {@link Lease} with its own
+ * fence. With Redlock a permit needs more than nodes × permits / (permits + 1)
+ * nodes (all three of three for two or more permits).
+ */
+export declare class Semaphore extends LockSide {
+  /** The number of permits. */
+  readonly permits: number
+}
+
+/** `rwLock.reader` or `rwLock.writer`. */
+export declare class RwSide extends LockSide {}
+
+/**
+ * A read-write lock: any number of read leases while no writer holds or
+ * waits, or one write lease; writers are served in arrival order and a
+ * waiting writer holds new readers off (writers never starve). Every lease
+ * has its own fence, from one counter.
+ */
+export declare class RwLock {
+  private constructor()
+  readonly name: LockName
+  /** Read leases: shared. */
+  readonly reader: RwSide
+  /** The write lease: exclusive. */
+  readonly writer: RwSide
 }
 
 /** What {@link Client.inspect} found in Redis. Never carries a token. */

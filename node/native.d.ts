@@ -12,16 +12,35 @@ export declare class CancelHandle {
   cancel(): void
 }
 
+/**
+ * What a lease holds, validated once when `client.semaphore()` or
+ * `client.rwLock()` makes its handle: `new Kind('semaphore', permits)`,
+ * `new Kind('read')`, `new Kind('write')`. Passed to every acquire.
+ */
+export declare class Kind {
+  /**
+   * `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+   * TypeError for a non-number).
+   */
+  constructor(what: string, permits: NumberArg)
+  /** The semaphore's permits; null for another kind. */
+  get permits(): number | null
+}
+export type NativeKind = Kind
+
 export declare class NativeClient {
-  /** Resolves to the grant (never null: a waiting acquire fails instead). */
-  acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant>
+  /**
+   * Resolves to the grant (never null: a waiting acquire fails instead).
+   * `kind`: a semaphore permit, a read or a write lock (default: the mutex).
+   */
+  acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): Promise<NativeGrant>
   /** Resolves to the grant, or null if the lock is held. */
-  tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant | undefined | null>
+  tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): Promise<NativeGrant | undefined | null>
   /**
    * What Redis says about `name` now (read-only); `client.js` turns the
-   * absent `ttl` / `fence` into null.
+   * absent `ttl` / `fence` into null. `kind`: a semaphore's holders.
    */
-  inspect(name: NameArg): Promise<NativeLockInfo>
+  inspect(name: NameArg, kind?: Kind | undefined | null): Promise<NativeLockInfo>
   /** Remove `name` whoever holds it and advance its fence: resolves to it. */
   forceRelease(name: NameArg): Promise<bigint>
   close(): Promise<undefined>

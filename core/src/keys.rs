@@ -9,12 +9,28 @@
 //!                                                   written as %25, %7B, %7D
 //! ```
 //!
+//! A semaphore and a read-write lock of the same name live beside the mutex,
+//! in the same slot, each under its own suffix (see [`crate::Kind`]):
+//!
+//! ```text
+//! semaphore:   <base>:semaphore                 holders (ZSET token -> expiry ms)
+//!              <base>:semaphore:waiting         the fair line (ZSET token -> arrival µs)
+//!              <base>:semaphore:waiting:until   each waiter's expiry (ZSET, ms)
+//!              <base>:semaphore:fence, <base>:semaphore:released
+//! read-write:  <base>:rw:readers, <base>:rw:writer   (ZSETs token -> expiry ms)
+//!              <base>:rw:waiting, <base>:rw:waiting:until   (writers only)
+//!              <base>:rw:fence, <base>:rw:released
+//! ```
+//!
+//! `<base>` is the mutex's lock key (`<prefix>{<name>}`); a mutex's keys
+//! never end in these suffixes, so the primitives cannot collide.
+//!
 //! Redis Cluster hashes only the text between the first `{` and the next `}`.
 //! The prefix has no braces, so that text is the (escaped) name for every key
 //! of a lock: all of them land in one slot. The `#` keeps escaped names apart
 //! from brace-free names that happen to look escaped.
 
-use crate::{Error, LockName};
+use crate::{Error, Kind, LockName};
 
 pub const DEFAULT_PREFIX: &str = "fencelock:";
 pub const MAX_PREFIX_BYTES: usize = 256;
@@ -25,12 +41,28 @@ pub struct KeySpace {
     prefix: Vec<u8>,
 }
 
-/// Every Redis name one lock uses.
+/// Every Redis name one lock uses. For a semaphore or a read-write lock,
+/// `lock` is the lease's own holders set (the semaphore's, the readers' or
+/// the writer's).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockKeys {
     pub lock: Vec<u8>,
     pub fence: Vec<u8>,
     pub channel: Vec<u8>,
+    /// The fair line of a semaphore or a read-write lock; `None` for the
+    /// mutex.
+    pub line: Option<LineKeys>,
+    /// A read-write lock's other side: a reader's is the writer set, a
+    /// writer's the readers set. `None` otherwise.
+    pub other: Option<Vec<u8>>,
+}
+
+/// The fair line: waiters in arrival order, and when each one's place
+/// expires (see [`crate::Kind`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineKeys {
+    pub waiting: Vec<u8>,
+    pub until: Vec<u8>,
 }
 
 impl Default for KeySpace {
@@ -63,7 +95,49 @@ impl KeySpace {
         &self.prefix
     }
 
+    /// The mutex's keys.
     pub fn keys(&self, name: &LockName) -> LockKeys {
+        let base = self.base(name);
+        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        LockKeys {
+            fence: with(b":fence"),
+            channel: with(b":released"),
+            lock: base,
+            line: None,
+            other: None,
+        }
+    }
+
+    /// The keys a lease of `kind` uses (the mutex's for [`Kind::Mutex`]).
+    pub fn keys_for(&self, name: &LockName, kind: Kind) -> LockKeys {
+        let part = match kind {
+            Kind::Mutex => return self.keys(name),
+            Kind::Semaphore(_) => &b":semaphore"[..],
+            Kind::Read | Kind::Write => b":rw",
+        };
+        let base = [self.base(name).as_slice(), part].concat();
+        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        let line = Some(LineKeys {
+            waiting: with(b":waiting"),
+            until: with(b":waiting:until"),
+        });
+        let (lock, other) = match kind {
+            Kind::Read => (with(b":readers"), Some(with(b":writer"))),
+            Kind::Write => (with(b":writer"), Some(with(b":readers"))),
+            _ => (base.clone(), None),
+        };
+        LockKeys {
+            lock,
+            fence: with(b":fence"),
+            channel: with(b":released"),
+            line,
+            other,
+        }
+    }
+
+    /// `<prefix>{<name>}`, or `<prefix>#{<escaped name>}`: the mutex's lock
+    /// key and every other key's start.
+    fn base(&self, name: &LockName) -> Vec<u8> {
         let name = name.as_bytes();
         let mut base = self.prefix.clone();
         if name.iter().any(|b| matches!(b, b'{' | b'}')) {
@@ -81,12 +155,7 @@ impl KeySpace {
             base.extend_from_slice(name);
         }
         base.push(b'}');
-        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
-        LockKeys {
-            fence: with(b":fence"),
-            channel: with(b":released"),
-            lock: base,
-        }
+        base
     }
 }
 
@@ -139,6 +208,33 @@ mod tests {
     }
 
     #[test]
+    fn semaphore_and_read_write_keys_sit_beside_the_mutex() {
+        let name = LockName::new("pool").unwrap();
+        let space = KeySpace::default();
+        let three = Kind::Semaphore(crate::Permits::new(3).unwrap());
+        let s = space.keys_for(&name, three);
+        assert_eq!(s.lock, b"fencelock:{pool}:semaphore");
+        assert_eq!(s.fence, b"fencelock:{pool}:semaphore:fence");
+        assert_eq!(s.channel, b"fencelock:{pool}:semaphore:released");
+        let line = s.line.unwrap();
+        assert_eq!(line.waiting, b"fencelock:{pool}:semaphore:waiting");
+        assert_eq!(line.until, b"fencelock:{pool}:semaphore:waiting:until");
+        let (r, w) = (
+            space.keys_for(&name, Kind::Read),
+            space.keys_for(&name, Kind::Write),
+        );
+        assert_eq!(r.lock, b"fencelock:{pool}:rw:readers");
+        assert_eq!(r.other.as_deref(), Some(&b"fencelock:{pool}:rw:writer"[..]));
+        assert_eq!(w.lock, b"fencelock:{pool}:rw:writer");
+        assert_eq!(
+            w.other.as_deref(),
+            Some(&b"fencelock:{pool}:rw:readers"[..])
+        );
+        assert_eq!((r.fence, r.line), (w.fence, w.line));
+        assert_eq!(space.keys_for(&name, Kind::Mutex), space.keys(&name));
+    }
+
+    #[test]
     fn names_with_braces_are_escaped_and_distinct() {
         assert_eq!(keys(b"}a{%").lock, b"fencelock:#{%7Da%7B%25}");
         assert_ne!(keys(b"{").lock, keys(b"%7B").lock);
@@ -160,6 +256,18 @@ mod tests {
             let slot = hash_slot(&k.lock);
             proptest::prop_assert_eq!(hash_slot(&k.fence), slot);
             proptest::prop_assert_eq!(hash_slot(&k.channel), slot);
+            let name = LockName::new(&name).unwrap();
+            let three = Kind::Semaphore(crate::Permits::new(3).unwrap());
+            for kind in [three, Kind::Read, Kind::Write] {
+                let k = KeySpace::default().keys_for(&name, kind);
+                let line = k.line.as_ref().unwrap();
+                for key in [&k.lock, &k.fence, &k.channel, &line.waiting, &line.until] {
+                    proptest::prop_assert_eq!(hash_slot(key), slot);
+                }
+                if let Some(key) = &k.other {
+                    proptest::prop_assert_eq!(hash_slot(key), slot);
+                }
+            }
         }
 
         #[test]

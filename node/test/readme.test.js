@@ -105,6 +105,19 @@ test('README "Fenced writes" snippet runs', async () => {
   assert.match(out, /refused: fence \d+ is older than \d+/)
 })
 
+test('README "Semaphore and read-write lock" snippet runs', async () => {
+  const js = blocks('js').find((b) => b.includes('client.semaphore('))
+  assert.ok(js, 'no semaphore block in the Node section')
+  const file = path.join(tmp, 'primitives.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /permit fence \d+/)
+  assert.match(out, /mine: true/)
+  assert.match(out, /readers share, a writer waits: true/)
+  assert.match(out, /write fence \d+/)
+})
+
 test('README TypeScript quick start type-checks and runs', async () => {
   const ts = require('typescript')
   const [source] = blocks('ts')

@@ -1,6 +1,6 @@
 // Type-checked (tsc --noEmit) usage of the public API: the README's API plus the
 // error classes. Not executed; test/readme.test.js runs the README's snippets.
-import { Client, ClientClosedError, Lease, LockError, LockLostError, NotAcquiredError, RedisError, StaleFenceError, type LockOptions } from 'fencelock'
+import { Client, ClientClosedError, Lease, LockError, LockLostError, NotAcquiredError, RedisError, RwLock, RwSide, Semaphore, StaleFenceError, type LockInfo, type LockOptions } from 'fencelock'
 import { fencedUpdate } from 'fencelock/sql'
 
 export async function example(signal: AbortSignal): Promise<void> {
@@ -58,7 +58,17 @@ export async function example(signal: AbortSignal): Promise<void> {
       void base
     }
   }
-  void [maybe, name, token, fence, validFor, lost, result, sync]
+  const pool: Semaphore = client.semaphore('pool', { permits: 3 })
+  const permits: number = pool.permits
+  const permit: Lease = await pool.acquire({ ttl: 10_000, wait: 5_000, signal })
+  const spare: Lease | null = await pool.tryAcquire({ ttl: 10_000 })
+  const info: LockInfo = await pool.inspect()
+  await pool.withLock({ ttl: 10_000, autoRenew: true }, (p) => p.fence)
+  const rw: RwLock = client.rwLock('doc')
+  const writer: RwSide = rw.writer
+  const read: Lease = await rw.reader.acquire({ ttl: 10_000 })
+  const written: bigint = await writer.withLock({ ttl: 10_000 }, (w) => w.fence)
+  void [maybe, name, token, fence, validFor, lost, result, sync, permits, permit, spare, info, read, written]
   await redlock.close()
   await client.close()
 }

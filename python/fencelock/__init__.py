@@ -30,6 +30,9 @@ __all__ = [
     "AsyncClient",
     "AsyncLease",
     "AsyncLock",
+    "AsyncRwLock",
+    "AsyncRwSide",
+    "AsyncSemaphore",
     "Client",
     "ClientClosed",
     "Lease",
@@ -39,6 +42,9 @@ __all__ = [
     "LockLost",
     "NotAcquired",
     "RedisError",
+    "RwLock",
+    "RwSide",
+    "Semaphore",
     "StaleFence",
     "__version__",
 ]
@@ -139,6 +145,17 @@ class Client(_native.Client):
             return cast(_F, locked)
 
         return decorate
+
+    def semaphore(self, name: Name, permits: int) -> Semaphore:
+        """A counting semaphore of ``permits`` permits (an ``int`` from 1 to
+        1,000,000; every client of it should pass the same). Its keys live
+        beside a mutex of the same name, never shared with it."""
+        return Semaphore(self, name, permits)
+
+    def rw_lock(self, name: Name) -> RwLock:
+        """A read-write lock: ``with rw.read(ttl=...)``, ``with
+        rw.write(ttl=...)``; ``rw.reader`` / ``rw.writer`` acquire leases."""
+        return RwLock(self, name)
 
     def __enter__(self) -> Client:
         return self
@@ -277,6 +294,14 @@ class AsyncClient(_native.AsyncClient):
 
         return decorate
 
+    def semaphore(self, name: Name, permits: int) -> AsyncSemaphore:
+        """As ``Client.semaphore``, with awaitable acquires."""
+        return AsyncSemaphore(self, name, permits)
+
+    def rw_lock(self, name: Name) -> AsyncRwLock:
+        """As ``Client.rw_lock``, with awaitable acquires."""
+        return AsyncRwLock(self, name)
+
     async def __aenter__(self) -> AsyncClient:
         return self
 
@@ -358,3 +383,14 @@ class AsyncLock:
             await lease.release()
         except LockError as error:
             _release_failed(lease, error, exc_type is not None)
+
+
+# Last: the primitives' handles use the contexts above.
+from ._primitives import (  # noqa: E402
+    AsyncRwLock,
+    AsyncRwSide,
+    AsyncSemaphore,
+    RwLock,
+    RwSide,
+    Semaphore,
+)

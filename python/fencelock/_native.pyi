@@ -143,6 +143,20 @@ class FencedUpdate:
     def outcome(self, updated: int, newest: Optional[int]) -> int:
         """Rows updated, ``0`` for no row, or ``StaleFence`` if ``newest``
         (the check's answer) is newer than the writer's fence."""
+class Kind:
+    """What a lease holds: a semaphore permit, a read or a write lock
+    (validated once, by ``client.semaphore()`` / ``client.rw_lock()``)."""
+
+    @staticmethod
+    def semaphore(permits: int) -> Kind: ...
+    @staticmethod
+    def read() -> Kind: ...
+    @staticmethod
+    def write() -> Kind: ...
+    @property
+    def permits(self) -> Optional[int]: ...
+    @property
+    def noun(self) -> str: ...
 
 class Client:
     def __init__(
@@ -187,6 +201,32 @@ class Client:
         on_lost: Optional[Callable[[Lease], object]] = None,
         # </gen_stubs>
     ) -> Optional[Lease]: ...
+    def _acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params lease=Lease>
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
+    ) -> Lease: ...
+    def _try_acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params try lease=Lease>
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
+    ) -> Optional[Lease]: ...
+    def _inspect_as(self, kind: Kind, name: _Name) -> LockInfo: ...
     def inspect(self, name: _Name) -> LockInfo:
         """What Redis says about ``name`` now (read-only, one round trip per
         node; with Redlock the majority's view). A bad name raises as
@@ -243,6 +283,32 @@ class AsyncClient:
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...
+    def _acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params lease=AsyncLease>
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
+    ) -> asyncio.Future[Grant]: ...
+    def _try_acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params try lease=AsyncLease>
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
+    ) -> asyncio.Future[Optional[Grant]]: ...
+    def _inspect_as(self, kind: Kind, name: _Name) -> asyncio.Future[LockInfo]: ...
     def inspect(self, name: _Name) -> asyncio.Future[LockInfo]: ...
     def force_release(self, name: _Name) -> asyncio.Future[int]: ...
     def close(self) -> asyncio.Future[None]:

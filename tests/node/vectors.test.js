@@ -146,9 +146,23 @@ test('validation: valid ttls are sent in whole milliseconds, rounded up', async 
 // -------------------------------------------------------------- commands.json
 
 function resolve(v, sc) {
-  if (v === '$lock' || v === '$fence' || v === '$channel' || v === '$data') return asBytes(sc.keys[v.slice(1)])
+  if (typeof v === 'string' && v.startsWith('$') && v.slice(1) in sc.keys) return asBytes(sc.keys[v.slice(1)])
   if (v === '$token') return Buffer.from('$token')
   return asBytes(v)
+}
+
+/** What the scenario's acquire calls: the mutex's, or a semaphore's or a read-write lock side's (its `primitive`). */
+function acquirer(client, sc) {
+  const name = asName(sc.lock_name)
+  const primitive = sc.primitive
+  if (primitive === undefined) return (options) => client.acquire(name, options)
+  if ('semaphore' in primitive) {
+    const sem = client.semaphore(name, { permits: primitive.semaphore })
+    return (options) => sem.acquire(options)
+  }
+  const rw = client.rwLock(name)
+  const side = primitive.rw === 'read' ? rw.reader : rw.writer
+  return (options) => side.acquire(options)
 }
 
 const ERRORS = new Map([
@@ -182,7 +196,7 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
           if (step.call === 'acquire') {
             const wait = sc.wait_ms === null ? undefined : sc.wait_ms
             let err
-            ;[lease, err] = await outcomeOf(client.acquire(asName(sc.lock_name), { ttl: sc.ttl_ms, wait }))
+            ;[lease, err] = await outcomeOf(acquirer(client, sc)({ ttl: sc.ttl_ms, wait }))
             got = lease ? { acquired: String(lease.fence) } : err
             if (lease) assert.equal(typeof lease.fence, 'bigint')
             wantValidity = lease ? lease.validFor : undefined

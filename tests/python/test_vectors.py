@@ -145,11 +145,24 @@ REAL = [s for s in COMMANDS["scenarios"] if s["real"]]
 
 
 def resolve(v: Any, sc: Dict[str, Any]) -> bytes:
-    if v in ("$lock", "$fence", "$channel", "$data"):
+    if isinstance(v, str) and v.startswith("$") and v[1:] in sc["keys"]:
         return as_bytes(sc["keys"][v[1:]])
     if v == "$token":
         return b"$token"
     return as_bytes(v)
+
+
+def acquirer(client: fencelock.Client, sc: Dict[str, Any]) -> Any:
+    """What the scenario's acquire calls: the mutex's, or a semaphore's or a
+    read-write lock side's (its `primitive`)."""
+    name = as_name(sc["lock_name"])
+    primitive = sc.get("primitive")
+    if primitive is None:
+        return lambda **kw: client.acquire(name, **kw)
+    if "semaphore" in primitive:
+        return client.semaphore(name, primitive["semaphore"]).acquire
+    rw = client.rw_lock(name)
+    return (rw.reader if primitive["rw"] == "read" else rw.writer).acquire
 
 
 ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis",
@@ -177,8 +190,8 @@ def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monit
             if "call" in step:
                 if step["call"] == "acquire":
                     wait = None if sc["wait_ms"] is None else sc["wait_ms"] / 1000
-                    name = as_name(sc["lock_name"])
-                    lease, got = outcome_of(lambda: client.acquire(name, ttl=sc["ttl_ms"] / 1000, wait=wait))
+                    acquire = acquirer(client, sc)
+                    lease, got = outcome_of(lambda: acquire(ttl=sc["ttl_ms"] / 1000, wait=wait))
                     if lease is not None:
                         got = {"acquired": str(lease.fence)}
                         validity_ms = lease.valid_for * 1000

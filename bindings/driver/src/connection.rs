@@ -259,7 +259,7 @@ impl Node {
     ) -> Option<tokio::time::Instant> {
         if nodes > 1 {
             Some(tokio::time::Instant::now())
-        } else if command.script == Script::Acquire {
+        } else if command.script.is_acquire() {
             acquire_deadline
         } else {
             Some(tokio::time::Instant::now() + self.response_timeout)
@@ -285,7 +285,7 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        let publishes = matches!(command.script, Script::Release | Script::ForceRelease);
+        let publishes = command.script.publishes();
         let sharded = conn.sharded() && publishes;
         if sharded {
             // A release's notification goes out as SPUBLISH, to

@@ -110,6 +110,7 @@ pub(crate) async fn run(job: Job) {
     let _owned = conns.own(&config.name, &config.token);
     let parts = LeaseParts {
         name: config.name.clone(),
+        kind: config.kind,
         keys: config.keys.clone(),
         conns: Arc::downgrade(&conns),
         token: config.token.0.clone(),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, FencedWrite, Inspect, Lock, LockKeys, LockName, Operation, Token, Ttl, Writer,
+    Error, FencedWrite, Inspect, Kind, Lock, LockKeys, LockName, Operation, Token, Ttl, Writer,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -113,6 +113,7 @@ pub(crate) enum Request {
 /// `Debug` never shows the token.
 pub struct Lease {
     name: LockName,
+    kind: Kind,
     keys: LockKeys,
     conns: Weak<Connections>,
     token: String,
@@ -128,6 +129,7 @@ pub struct Lease {
 /// The parts of a [`Lease`] known before the lock is won.
 pub(crate) struct LeaseParts {
     pub name: LockName,
+    pub kind: Kind,
     pub keys: LockKeys,
     /// Weak: a lease does not keep a closed client's connections open.
     pub conns: Weak<Connections>,
@@ -146,6 +148,7 @@ impl Lease {
     ) -> Lease {
         let LeaseParts {
             name,
+            kind,
             keys,
             conns,
             token,
@@ -154,6 +157,7 @@ impl Lease {
         } = parts;
         Lease {
             name,
+            kind,
             keys,
             conns,
             token,
@@ -174,6 +178,12 @@ impl Lease {
     /// The name as the core's validated type (for messages).
     pub fn lock_name(&self) -> &LockName {
         &self.name
+    }
+
+    /// What this lease holds: the mutex, a semaphore permit, a read or a
+    /// write lock.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// The token stored in Redis; never printed by `Debug`.
@@ -282,7 +292,8 @@ impl Lease {
             .upgrade()
             .ok_or_else(|| Error::closed(&self.name, Operation::Inspect))?;
         let token = Token(self.token.clone());
-        let inspect = Inspect::new(self.name.clone(), &self.keys, [&token], conns.nodes.len());
+        let (name, nodes) = (self.name.clone(), conns.nodes.len());
+        let inspect = Inspect::of_kind(name, self.kind, &self.keys, [&token], nodes);
         Ok(conns.inspect(&inspect).await?.held_by_me)
     }
 
@@ -375,6 +386,7 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("name", &self.name)
+            .field("kind", &self.kind)
             .field("token", &"<redacted>")
             .field("fence", &self.fence)
             .field("ttl", &self.ttl)

@@ -138,6 +138,7 @@ mod driver;
 mod lease;
 mod link;
 mod notify;
+mod primitives;
 mod queue;
 mod replicas;
 mod sentinel;
@@ -152,11 +153,12 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    replica_count, replica_count_int, Error, FenceGrace, FencedUpdate, KeySpace, LockInfo,
-    LockName, MaxHold, NotAcquiredReason, Operation, Placeholders, Timeout, Ttl, Wait, FENCE_FIELD,
-    MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
+    replica_count, replica_count_int, Error, FenceGrace, FencedUpdate, KeySpace, Kind, LockInfo,
+    LockName, MaxHold, NotAcquiredReason, Operation, Permits, Placeholders, Timeout, Ttl, Wait,
+    FENCE_FIELD, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
 };
 pub use lease::{Granted, Lease};
+pub use primitives::{RwLock, Semaphore};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
 

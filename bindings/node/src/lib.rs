@@ -328,6 +328,60 @@ fn urls_arg(value: Either3<String, Vec<String>, Unknown<'_>>) -> Result<Vec<Stri
     }
 }
 
+// ---------------------------------------------------------------- kinds
+
+/// What a lease holds, validated once when `client.semaphore()` or
+/// `client.rwLock()` makes its handle: `new Kind('semaphore', permits)`,
+/// `new Kind('read')`, `new Kind('write')`. Passed to every acquire.
+#[napi(js_name = "Kind")]
+#[derive(Debug)]
+pub struct NativeKind {
+    kind: fencelock::Kind,
+}
+
+#[napi]
+impl NativeKind {
+    /// `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+    /// TypeError for a non-number).
+    #[napi(constructor)]
+    pub fn new(what: String, permits: NumberArg<'_>) -> Result<Self> {
+        let kind = match what.as_str() {
+            "read" => fencelock::Kind::Read,
+            "write" => fencelock::Kind::Write,
+            "semaphore" => {
+                let permits = number_arg(
+                    "options.permits",
+                    "a number",
+                    permits,
+                    fencelock::Permits::from_f64,
+                )?
+                .ok_or_else(|| {
+                    tagged(
+                        "INVALID_TYPE",
+                        "options.permits is required (a whole number from 1 to 1000000)",
+                    )
+                })?;
+                fencelock::Kind::Semaphore(permits)
+            }
+            other => return Err(tagged("INVALID_TYPE", format!("unknown kind {other:?}"))),
+        };
+        Ok(NativeKind { kind })
+    }
+
+    /// The semaphore's permits; null for another kind.
+    #[napi(getter)]
+    pub fn permits(&self) -> Option<u32> {
+        match self.kind {
+            fencelock::Kind::Semaphore(p) => Some(p.get()),
+            _ => None,
+        }
+    }
+}
+
+fn kind_of(kind: Option<&NativeKind>) -> fencelock::Kind {
+    kind.map_or(fencelock::Kind::Mutex, |k| k.kind)
+}
+
 // ---------------------------------------------------------------- cancellation
 
 /// Cancels one acquire: `client.js` calls `cancel()` when the caller's
@@ -459,13 +513,16 @@ impl NativeClient {
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
         once: bool,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
         // Called here, not in the future: the place in the local line is
         // taken in call order.
-        let acquiring = self.inner.acquire_granted(name.name, &options, once);
+        let acquiring = self
+            .inner
+            .acquire_as(kind_of(kind), name.name, &options, once);
         env.spawn_future(async move {
             let granted = cancellable(cancel.clone(), acquiring).await?;
             Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
@@ -476,6 +533,7 @@ impl NativeClient {
 #[napi]
 impl NativeClient {
     /// Resolves to the grant (never null: a waiting acquire fails instead).
+    /// `kind`: a semaphore permit, a read or a write lock (default: the mutex).
     #[napi(ts_return_type = "Promise<NativeGrant>")]
     pub fn acquire<'env>(
         &self,
@@ -483,8 +541,9 @@ impl NativeClient {
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        self.start(env, name, options, cancel, false)
+        self.start(env, name, options, cancel, false, kind)
     }
 
     /// Resolves to the grant, or null if the lock is held.
@@ -495,22 +554,28 @@ impl NativeClient {
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        self.start(env, name, options, cancel, true)
+        self.start(env, name, options, cancel, true, kind)
     }
 
     /// What Redis says about `name` now (read-only); `client.js` turns the
-    /// absent `ttl` / `fence` into null.
+    /// absent `ttl` / `fence` into null. `kind`: a semaphore's holders.
     #[napi]
     pub fn inspect<'env>(
         &self,
         env: &'env Env,
         name: NameArg<'_>,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, NativeLockInfo>> {
         let name = name_arg(name)?;
         let client = self.inner.clone();
+        let kind = kind_of(kind);
         env.spawn_future(async move {
-            let info = client.inspect_named(name.name).await.map_err(lock_error)?;
+            let info = client
+                .inspect_as(kind, name.name)
+                .await
+                .map_err(lock_error)?;
             Ok(NativeLockInfo {
                 held: info.held,
                 ttl: info.ttl.map(|d| d.as_millis() as f64),

@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod info;
 mod interpreter;
+mod kind;
 mod lease;
 mod logging;
 mod process_local;
@@ -35,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lease::AsyncLease>()?;
     m.add_class::<lease::Grant>()?;
     m.add_class::<sql::FencedUpdate>()?;
+    m.add_class::<kind::Kind>()?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     logging::install(m.py());

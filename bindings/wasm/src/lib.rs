@@ -22,9 +22,7 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Inspect, Instant,
-    KeySpace, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Placeholders, Progress,
-    Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait, Writer,
+    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Inspect, Instant, KeySpace, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Placeholders, Progress, Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait, Writer, Kind, Permits,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -204,6 +202,52 @@ impl ClientConfig {
     }
 }
 
+// ---------------------------------------------------------------- kinds
+
+/// What a lease holds: `new Kind('mutex')`, `new Kind('semaphore',
+/// permits)`, `new Kind('read')`, `new Kind('write')`; validated once, when
+/// the client makes a semaphore or read-write lock handle.
+#[wasm_bindgen(js_name = Kind)]
+#[derive(Debug, Clone, Copy)]
+pub struct WasmKind {
+    kind: Kind,
+}
+
+#[wasm_bindgen(js_class = Kind)]
+impl WasmKind {
+    /// `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+    /// TypeError for a non-number).
+    #[wasm_bindgen(constructor)]
+    pub fn new(what: &str, permits: JsValue) -> Result<WasmKind, JsValue> {
+        let kind = match what {
+            "mutex" => Kind::Mutex,
+            "read" => Kind::Read,
+            "write" => Kind::Write,
+            "semaphore" => {
+                if absent(&permits) {
+                    return Err(tagged(
+                        "INVALID_TYPE",
+                        "options.permits is required (a whole number from 1 to 1000000)",
+                    ));
+                }
+                let n = number("options.permits", &permits, "a number")?;
+                Kind::Semaphore(Permits::from_f64(n).map_err(lock_error)?)
+            }
+            other => return Err(tagged("INVALID_TYPE", format!("unknown kind {other:?}"))),
+        };
+        Ok(WasmKind { kind })
+    }
+
+    /// The semaphore's permits; undefined for another kind.
+    #[wasm_bindgen(getter)]
+    pub fn permits(&self) -> Option<u32> {
+        match self.kind {
+            Kind::Semaphore(p) => Some(p.get()),
+            _ => None,
+        }
+    }
+}
+
 // ---------------------------------------------------------------- one acquire
 
 /// A validated acquire request (`name`, `{ ttl, wait, autoRenew, maxHold }`), before
@@ -221,7 +265,9 @@ pub struct LockSpec {
 impl LockSpec {
     /// Throws (tagged) on a bad name or option; nothing is sent then.
     /// `try_once` (tryAcquire) validates `wait` too, then ignores it.
+    /// `kind`: what the lease holds (`new Kind('mutex')` for the mutex).
     #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: &ClientConfig,
         name: JsValue,
@@ -230,7 +276,9 @@ impl LockSpec {
         nodes: usize,
         seed: u64,
         try_once: bool,
+        kind: &WasmKind,
     ) -> Result<LockSpec, JsValue> {
+        let kind = kind.kind;
         let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
         let Some(options) = object_arg("options", &options)? else {
             return Err(tagged(
@@ -268,7 +316,8 @@ impl LockSpec {
         };
         Ok(LockSpec {
             config: LockConfig {
-                keys: client.keys.keys(&name),
+                kind,
+                keys: client.keys.keys_for(&name, kind),
                 name,
                 token: Token(token),
                 ttl,
@@ -283,6 +332,13 @@ impl LockSpec {
             replicas: client.replicas,
             replica_timeout: client.response_timeout.as_duration() / 2,
         })
+    }
+
+    /// Whether acquires of one client for this name line up in the local
+    /// queue (the mutex); permits and readers do not (see `Kind`).
+    #[wasm_bindgen(getter, js_name = linesUpLocally)]
+    pub fn lines_up_locally(&self) -> bool {
+        self.config.kind.lines_up_locally()
     }
 
     /// The wait bound in ms (`undefined`: no bound), for the local queue.
@@ -355,22 +411,25 @@ pub struct WasmOneShot {
 
 #[wasm_bindgen]
 impl WasmOneShot {
-    /// `tokens`: the caller's own tokens for `name` (strings), for `heldByMe`.
+    /// `tokens`: the caller's own tokens for `name` (strings), for `heldByMe`;
+    /// `kind`: whose keys (a semaphore's holders, a read-write side's).
     /// A bad name throws as `LockSpec` does.
     pub fn inspect(
         client: &ClientConfig,
         name: JsValue,
         tokens: Array,
         nodes: usize,
+        kind: &WasmKind,
     ) -> Result<WasmOneShot, JsValue> {
         let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
-        let keys = client.keys.keys(&name);
+        let kind = kind.kind;
+        let keys = client.keys.keys_for(&name, kind);
         let tokens: Vec<Token> = tokens
             .iter()
             .filter_map(|t| t.as_string())
             .map(Token)
             .collect();
-        let inspect = Inspect::new(name, &keys, &tokens, nodes);
+        let inspect = Inspect::of_kind(name, kind, &keys, &tokens, nodes);
         Ok(WasmOneShot {
             op: Op::Inspect(inspect, Vec::new()),
         })

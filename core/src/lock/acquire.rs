@@ -18,6 +18,9 @@ impl Lock {
         self.timers.stop(Timer::Retry);
         self.woken = false;
         self.maybe_holding.iter_mut().for_each(|m| *m = true);
+        if self.waits_in_line() {
+            self.queued.iter_mut().for_each(|q| *q = true);
+        }
         self.round = Some(self.fan_out(now, RoundKind::Attempt, self.config.ttl, |_| true));
     }
 
@@ -181,6 +184,9 @@ impl Lock {
 
     fn grant(&mut self, sent_at: Instant, fence: u64) {
         self.unsubscribe();
+        // A place left where a node said no goes with the lease's release
+        // (which leaves the line on every node) or expires.
+        self.queued.iter_mut().for_each(|q| *q = false);
         self.fence = Some(fence);
         self.state = State::Held;
         if self.renewing {
@@ -202,6 +208,7 @@ impl Lock {
         self.timers.stop(Timer::Retry);
         self.failure = Some(error);
         self.state = State::Releasing;
+        self.leave_line();
         self.settle_if_idle();
     }
 

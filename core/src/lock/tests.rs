@@ -1,7 +1,7 @@
 //! Unit tests of the state machine through its public API.
 
 use super::*;
-use crate::{KeySpace, Script};
+use crate::{KeySpace, Kind, Script};
 
 fn ms(n: u64) -> Instant {
     Instant::from_epoch(Duration::from_millis(n))
@@ -10,6 +10,7 @@ fn ms(n: u64) -> Instant {
 fn lock(nodes: usize, wait: Wait, auto_renew: bool) -> Lock {
     let name = LockName::new("job").unwrap();
     Lock::new(LockConfig {
+        kind: Kind::Mutex,
         keys: KeySpace::default().keys(&name),
         name,
         token: Token("t".into()),

@@ -1,7 +1,7 @@
 'use strict'
-// `connect(url | urls)`: a fencelock/wasm Client over fresh ioredis clients
-// (an array of URLs: Redlock), for the cases shared with the addon's suites.
-// The ioredis clients are the test's: quit after the file's tests.
+// `connect(urls)` for the shared case files (force-cases.js,
+// primitives-cases.js): a fencelock/wasm Client over one ioredis client per
+// URL, quit after the test file.
 const { after } = require('node:test')
 const Redis = require('ioredis')
 const { Client } = require('fencelock/wasm')

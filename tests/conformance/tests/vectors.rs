@@ -8,8 +8,8 @@ use std::time::Duration;
 use fencelock_conformance::{bytes, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Lock, LockConfig, LockName,
-    Reply, RetryPolicy, Script, Token, Ttl, Wait, Writer,
+    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Kind, Lock, LockConfig,
+    LockName, Permits, Reply, RetryPolicy, Script, Token, Ttl, Wait, Writer,
 };
 use serde_json::Value;
 
@@ -134,15 +134,28 @@ fn reply(v: &Value) -> Reply {
     }
 }
 
-/// `$lock` etc. replaced by the scenario's values.
+/// `$lock` etc. (any of the scenario's `keys`) replaced by its values.
 fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
     match v.as_str() {
-        Some("$lock") => bytes(&scenario["keys"]["lock"]),
-        Some("$fence") => bytes(&scenario["keys"]["fence"]),
-        Some("$channel") => bytes(&scenario["keys"]["channel"]),
-        Some("$data") => bytes(&scenario["keys"]["data"]),
         Some("$token") => scenario["token"].as_str().unwrap().as_bytes().to_vec(),
+        Some(key) if key.starts_with('$') && scenario["keys"].get(&key[1..]).is_some() => {
+            bytes(&scenario["keys"][&key[1..]])
+        }
         _ => bytes(v),
+    }
+}
+
+/// The scenario's `primitive`: the mutex when absent.
+fn kind_of(sc: &Value) -> Kind {
+    let primitive = &sc["primitive"];
+    if let Some(permits) = primitive.get("semaphore") {
+        return Kind::Semaphore(Permits::new(permits.as_u64().unwrap()).unwrap());
+    }
+    match primitive.get("rw").and_then(Value::as_str) {
+        Some("read") => Kind::Read,
+        Some("write") => Kind::Write,
+        Some(other) => panic!("unknown rw side {other}"),
+        None => Kind::Mutex,
     }
 }
 
@@ -246,9 +259,10 @@ fn fenced_writes_match_the_vectors() {
 fn run_scenario(sc: &Value) {
     let title = sc["name"].as_str().unwrap();
     let name = LockName::new(bytes(&sc["lock_name"])).unwrap();
+    let kind = kind_of(sc);
     let keys = KeySpace::new(sc["prefix"].as_str().unwrap())
         .unwrap()
-        .keys(&name);
+        .keys_for(&name, kind);
     assert_eq!(keys.lock, bytes(&sc["keys"]["lock"]), "{title}: lock key");
     assert_eq!(
         keys.fence,
@@ -260,12 +274,22 @@ fn run_scenario(sc: &Value) {
         bytes(&sc["keys"]["channel"]),
         "{title}: channel"
     );
+    let line = keys.line.as_ref();
+    let key = |k: &str| sc["keys"].get(k).map(bytes);
+    assert_eq!(
+        line.map(|l| l.waiting.clone()),
+        key("waiting"),
+        "{title}: line"
+    );
+    assert_eq!(line.map(|l| l.until.clone()), key("until"), "{title}: line");
+    assert_eq!(keys.other, key("other"), "{title}: other side");
     let wait = match &sc["wait_ms"] {
         Value::Null => Wait::Forever,
         v => Wait::from_millis_f64(Some(number(v))).unwrap(),
     };
     let mut lock = Lock::new(LockConfig {
         name,
+        kind,
         keys,
         token: Token(sc["token"].as_str().unwrap().into()),
         ttl: Ttl::from_millis_f64(number(&sc["ttl_ms"])).unwrap(),
