@@ -253,7 +253,7 @@ impl Node {
             || if read {
                 blockers == 0 && line.is_empty()
             } else {
-                blockers == 0 && held + place.unwrap_or(line.len()) as i64 <= permits - 1
+                blockers == 0 && held + (place.unwrap_or(line.len()) as i64) < permits
             };
         if granted {
             let Some(next) = self.issue_fence(fence_key, fence_ttl, now) else {
