@@ -61,10 +61,15 @@ pub enum Operation {
     Release,
     Inspect,
     ForceRelease,
+    /// Listing the locks matching a pattern (`Closed` then names the
+    /// pattern where a lock name would be).
+    List,
+    Watch,
 }
 
 impl Operation {
-    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"` or `"force release"`.
+    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"`, `"force release"`,
+    /// `"list"` or `"watch"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
@@ -72,6 +77,8 @@ impl Operation {
             Operation::Release => "release",
             Operation::Inspect => "inspect",
             Operation::ForceRelease => "force release",
+            Operation::List => "list",
+            Operation::Watch => "watch",
         }
     }
 }
@@ -179,6 +186,10 @@ impl fmt::Display for Error {
                 )
             }
             Error::LockLost { name } => write!(f, "lock {name} is no longer held by this lease"),
+            Error::Closed {
+                name,
+                operation: Operation::List,
+            } => write!(f, "cannot list locks matching {name}: the client is closed"),
             Error::Closed { name, operation } => {
                 write!(f, "cannot {operation} lock {name}: the client is closed")
             }
@@ -229,6 +240,11 @@ mod tests {
         assert_eq!(
             format!("{e:?}"),
             r#"Closed(cannot release lock "jobs": the client is closed)"#
+        );
+        let pattern = LockName::new(b"job:*").unwrap();
+        assert_eq!(
+            Error::closed(&pattern, Operation::List).to_string(),
+            r#"cannot list locks matching "job:*": the client is closed"#
         );
     }
 }
