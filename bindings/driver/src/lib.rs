@@ -115,13 +115,17 @@ mod deployment;
 mod driver;
 mod lease;
 mod link;
+mod list;
+pub mod metrics;
 mod notify;
 mod queue;
 mod replicas;
+mod scan;
 mod sentinel;
 mod tls;
 mod topology;
 mod url;
+mod watch;
 
 use std::time::Duration;
 
@@ -131,11 +135,14 @@ pub use config::{ClientConfig, ClientSettings};
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
     replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName, MaxHold,
-    NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    NamePattern, NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS,
+    MIN_TTL_MS,
 };
 pub use lease::{Granted, Lease};
+pub use list::{ListedLock, LockList};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
+pub use watch::{LockWatch, DEFAULT_WATCH_INTERVAL};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
