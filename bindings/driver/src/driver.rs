@@ -93,7 +93,9 @@ pub(crate) async fn run(job: Job) {
             }
         },
         _ = closed.changed() => {
-            let _ = reply.send(Err(closed_error(&config.name)));
+            let error = closed_error(&config.name);
+            metrics::acquire_failed(&config.name, &error);
+            let _ = reply.send(Err(error));
             return;
         }
     };
@@ -425,15 +427,8 @@ impl Actor<'_> {
                     None => false,
                 };
                 if delivered {
-                    let latency = lock
-                        .stats()
-                        .granted_attempt_sent
-                        .map(|sent| now().saturating_duration_since(sent));
-                    metrics::acquired(
-                        lock.name(),
-                        self.started.elapsed(),
-                        latency.unwrap_or_default(),
-                    );
+                    let sent = lock.stats().granted_attempt_sent;
+                    metrics::acquired(lock.name(), self.started, sent);
                     self.phase = Phase::Serving(rx);
                 } else {
                     metrics::acquire_cancelled(lock.name());

@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use fencelock_core::{Error, LockName, LockStats};
+use fencelock_core::{Error, Instant, LockName, LockStats};
 
 const TARGET: &str = "fencelock::metrics";
 
@@ -205,11 +205,21 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// A lease was granted: `wait` since the acquire call, `latency` since
-/// the winning attempt was sent.
-pub(crate) fn acquired(name: &LockName, wait: Duration, latency: Duration) {
+/// A lease was granted to its caller, who called acquire at `started`;
+/// the winning attempt was sent at `sent`. The clock is read only if
+/// something listens.
+pub(crate) fn acquired(name: &LockName, started: std::time::Instant, sent: Option<Instant>) {
+    let counted = is_enabled();
+    let traced = tracing::enabled!(target: TARGET, tracing::Level::TRACE);
+    if !(counted || traced) {
+        return;
+    }
+    let wait = started.elapsed();
+    let latency = sent.map_or(wait, |sent| {
+        crate::clock::now().saturating_duration_since(sent)
+    });
     tracing::trace!(target: TARGET, lock = %name, wait_us = micros(wait), latency_us = micros(latency), "acquired");
-    if is_enabled() {
+    if counted {
         ACQUIRED.add(1);
         WAIT.observe(wait);
         LATENCY.observe(latency);
