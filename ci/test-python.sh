@@ -22,9 +22,10 @@ fi
 py="$venv/bin/python"
 
 # Tools, once (pinned majors; pip is quiet when they are already there).
-if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy' 2>/dev/null \
+# prometheus_client: the metrics hook's tests export to a real registry.
+if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy, prometheus_client' 2>/dev/null \
     || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1\.16\.'; then
-    "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest pytest-timeout mypy
+    "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest pytest-timeout mypy prometheus_client
 fi
 
 # The real install path users take: a PEP 517 build of ./python from source
@@ -55,8 +56,8 @@ done
 if [ -n "$py39" ] && [ $rc -eq 0 ] && [ $# -eq 0 ]; then
     venv39="$root/.build/venv39"
     [ -x "$venv39/bin/python" ] || "$py39" -m venv "$venv39"
-    "$venv39/bin/python" -c 'import pytest, pytest_timeout' 2>/dev/null \
-        || "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-timeout
+    "$venv39/bin/python" -c 'import pytest, pytest_timeout, prometheus_client' 2>/dev/null \
+        || "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-timeout prometheus_client
     "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
     echo "test-python: pytest ($("$venv39/bin/python" -V), same wheel)"
     "$venv39/bin/pytest" -q -p no:cacheprovider . --deselect tests/test_docs.py::test_typed_example_passes_mypy_strict \
