@@ -27,4 +27,6 @@ module.exports = {
   Client,
   Lease: base.Lease,
   ...errorClasses,
+  /** Lock metrics for prom-client: `metrics.install(registry)` (see metrics.js). */
+  metrics: require('./metrics.js'),
 }
