@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from typing import List, Tuple, Union
 
@@ -135,3 +136,19 @@ def test_cluster_list_covers_every_primary(cluster_urls: List[str]) -> None:
         assert names(list(client.list("shard:*"))) == wanted
         for lease in leases:
             lease.release()
+
+
+def test_a_forked_child_cannot_use_the_parents_cursor(redis_url: str, name: str) -> None:
+    with fencelock.Client(redis_url) as client:
+        changes = client.watch(name)
+        next(changes)
+        pid = os.fork()
+        if pid == 0:  # the child: a clear error, never a hang; its own watch works
+            try:
+                next(changes)
+            except RuntimeError as error:
+                ok = "another process" in str(error) and next(client.watch(name)).held is False
+                os._exit(0 if ok else 1)
+            os._exit(2)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0

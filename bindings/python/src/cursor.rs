@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use fencelock::{Error, ListedLock, LockList, LockWatch};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tokio::sync::Mutex;
@@ -17,6 +18,7 @@ use tokio::sync::Mutex;
 use crate::convert;
 use crate::errors::{self, Reply};
 use crate::info::LockInfo;
+use crate::process_local::ProcessLocal;
 use crate::runtime;
 
 type Opening<S> = Pin<Box<dyn Future<Output = Result<S, Error>> + Send>>;
@@ -94,7 +96,9 @@ impl Walk {
 /// See the module docs.
 #[pyclass(module = "fencelock._native", name = "Cursor", frozen)]
 pub struct Cursor {
-    walk: Arc<Walk>,
+    /// Its connections belong to the process that made it (a forked child
+    /// would wait on a runtime that is not there).
+    walk: ProcessLocal<Arc<Walk>>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -110,7 +114,7 @@ impl Cursor {
     ) -> Cursor {
         let list = Mutex::new(State::Opening(Box::pin(opening)));
         Cursor {
-            walk: Arc::new(Walk::List { list, as_str }),
+            walk: ProcessLocal::new(Arc::new(Walk::List { list, as_str })),
         }
     }
 
@@ -119,8 +123,17 @@ impl Cursor {
     ) -> Cursor {
         let watch = Mutex::new(State::Opening(Box::pin(opening)));
         Cursor {
-            walk: Arc::new(Walk::Watch(watch)),
+            walk: ProcessLocal::new(Arc::new(Walk::Watch(watch))),
         }
+    }
+
+    fn walk(&self) -> PyResult<Arc<Walk>> {
+        self.walk.get().cloned().ok_or_else(|| {
+            PyRuntimeError::new_err(
+                "this list or watch was started by another process (before os.fork()); \
+                 a forked child must start its own",
+            )
+        })
     }
 }
 
@@ -129,13 +142,13 @@ impl Cursor {
     /// The next item, waiting with the GIL released; `None` at the end of
     /// a list.
     fn next(&self, py: Python<'_>) -> PyResult<Option<Item>> {
-        let walk = Arc::clone(&self.walk);
+        let walk = self.walk()?;
         runtime::block_on(py, async move { walk.step().await })?.map_err(|e| errors::to_py(py, e))
     }
 
     /// An awaitable of the next item (`None` at the end of a list).
     fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let walk = Arc::clone(&self.walk);
+        let walk = self.walk()?;
         runtime::future_into_py(py, async move { Ok(Reply::new(walk.step().await)) })
     }
 }
