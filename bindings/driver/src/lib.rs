@@ -61,6 +61,35 @@
 //! }
 //! ```
 //!
+//! # Operations: listing, watching, metrics
+//!
+//! The README's Rust operations example (kept identical; compiled as a
+//! doctest; run against Redis in `tests/list_watch.rs` and `tests/metrics.rs`):
+//!
+//! ```no_run
+//! use fencelock::{Client, Error};
+//!
+//! async fn operations(client: &Client) -> Result<(), Error> {
+//!     // The held locks matching a pattern, in name order (SCAN, never KEYS).
+//!     let mut locks = client.list("invoice:*")?;
+//!     while let Some(lock) = locks.next().await? {
+//!         println!("{} fence {:?} ttl {:?}", lock.name, lock.info.fence, lock.info.ttl);
+//!     }
+//!     // The lock now, then each change of holder or fence.
+//!     let mut changes = client.watch("invoice:42")?;
+//!     let now = changes.next().await?;
+//!     println!("held {} fence {:?}", now.held, now.fence);
+//!
+//!     // TRACE events on target `fencelock::metrics` reach any `tracing`
+//!     // subscriber; the aggregate is for exporters.
+//!     fencelock::metrics::enable();
+//!     for family in fencelock::metrics::snapshot() {
+//!         println!("{} {:?}", family.name, family.values);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
