@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, ForceRelease, Inspect, KeySpace, Listing, LockConfig, LockInfo, LockName,
-    NamePattern, Operation, RetryPolicy, Timeout, Token, Wait,
+    Error, FenceGrace, ForceRelease, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation,
+    RetryPolicy, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -17,10 +17,8 @@ use crate::connection::{Connected, Node};
 use crate::connections::Connections;
 use crate::driver::{self, Job};
 use crate::lease::{Granted, Lease};
-use crate::list::LockList;
 use crate::notify::Notifier;
 use crate::queue::{NameQueues, Place};
-use crate::watch::{LockWatch, DEFAULT_WATCH_INTERVAL};
 use crate::{ClientConfig, ClientOptions, IntoUrls, LockOptions};
 
 /// A connection to one Redis or to N Redlock nodes. Cheap to clone; all
@@ -385,39 +383,6 @@ impl Client {
             "lock force-released"
         );
         Ok(forced.fence)
-    }
-
-    /// The locks held now whose names match `pattern` (Redis's glob syntax
-    /// over lock names: `*`, `?`, `[a-z]`, `\\` escapes; `*` for all),
-    /// each with its [`LockInfo`], in name order: see [`LockList`]. Uses
-    /// `SCAN` on every node (every primary of a cluster), never `KEYS`.
-    /// A bad pattern (empty, over 1,024 bytes, an unclosed `[`, a trailing
-    /// `\\`) is an `InvalidArgument` at once; nothing is written.
-    pub fn list(&self, pattern: impl AsRef<[u8]>) -> Result<LockList, Error> {
-        self.list_matching(NamePattern::new(pattern)?)
-    }
-
-    /// [`Client::list`] for a pattern validated already (the bindings').
-    pub fn list_matching(&self, pattern: NamePattern) -> Result<LockList, Error> {
-        let conns = self.connections(pattern.as_name(), Operation::List)?;
-        let listing = Listing::new(&self.inner.keyspace, pattern);
-        Ok(LockList::new(self.clone(), conns, listing))
-    }
-
-    /// Follow `name`'s holder and fence as they change (see [`LockWatch`]):
-    /// releases are heard at once through the lock's release channel, and
-    /// Redis is asked again every 250 ms and when the holder's TTL runs
-    /// out, so acquires and expiries show up within that. Read-only.
-    pub fn watch(&self, name: impl AsRef<[u8]>) -> Result<LockWatch, Error> {
-        let interval = Timeout::from_duration("interval", DEFAULT_WATCH_INTERVAL)?;
-        self.watch_named(LockName::new(name)?, interval)
-    }
-
-    /// [`Client::watch`] for a validated name, asking Redis again at least
-    /// every `interval`.
-    pub fn watch_named(&self, name: LockName, interval: Timeout) -> Result<LockWatch, Error> {
-        self.connections(&name, Operation::Watch)?;
-        Ok(LockWatch::new(self.clone(), name, interval))
     }
 
     /// The key space this client's locks live in.

@@ -7,11 +7,30 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use fencelock_core::{Error, Listing, LockInfo, LockName};
+use fencelock_core::{Error, Listing, LockInfo, LockName, NamePattern, Operation};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 
 use crate::client::Client;
 use crate::connections::Connections;
+
+impl Client {
+    /// The locks held now whose names match `pattern` (Redis's glob syntax
+    /// over lock names: `*`, `?`, `[a-z]`, `\` escapes; `*` for all),
+    /// each with its [`LockInfo`], in name order: see [`LockList`]. Uses
+    /// `SCAN` on every node (every primary of a cluster), never `KEYS`.
+    /// A bad pattern (empty, over 1,024 bytes, an unclosed `[`, a trailing
+    /// `\`) is an `InvalidArgument` at once; nothing is written.
+    pub fn list(&self, pattern: impl AsRef<[u8]>) -> Result<LockList, Error> {
+        self.list_matching(NamePattern::new(pattern)?)
+    }
+
+    /// [`Client::list`] for a pattern validated already (the bindings').
+    pub fn list_matching(&self, pattern: NamePattern) -> Result<LockList, Error> {
+        let conns = self.connections(pattern.as_name(), Operation::List)?;
+        let listing = Listing::new(self.keyspace(), pattern);
+        Ok(LockList::new(self.clone(), conns, listing))
+    }
+}
 
 /// How many locks are inspected at once while a list is read.
 const INSPECTING: usize = 16;

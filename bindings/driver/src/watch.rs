@@ -19,6 +19,24 @@ use crate::notify::Subscription;
 /// How often a watch asks Redis when no release is heard.
 pub const DEFAULT_WATCH_INTERVAL: Duration = Duration::from_millis(250);
 
+impl Client {
+    /// Follow `name`'s holder and fence as they change (see [`LockWatch`]):
+    /// releases are heard at once through the lock's release channel, and
+    /// Redis is asked again every 250 ms and when the holder's TTL runs
+    /// out, so acquires and expiries show up within that. Read-only.
+    pub fn watch(&self, name: impl AsRef<[u8]>) -> Result<LockWatch, Error> {
+        let interval = Timeout::from_duration("interval", DEFAULT_WATCH_INTERVAL)?;
+        self.watch_named(LockName::new(name)?, interval)
+    }
+
+    /// [`Client::watch`] for a validated name, asking Redis again at least
+    /// every `interval`.
+    pub fn watch_named(&self, name: LockName, interval: Timeout) -> Result<LockWatch, Error> {
+        self.connections(&name, Operation::Watch)?;
+        Ok(LockWatch::new(self.clone(), name, interval))
+    }
+}
+
 /// See [`Client::watch`].
 pub struct LockWatch {
     client: Client,
