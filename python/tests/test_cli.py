@@ -163,7 +163,8 @@ def test_usage_errors_exit_2_and_redis_errors_exit_3(redis_url: str, redis_serve
     assert down.returncode == 3 and secret not in down.stderr
 
 
-def test_redlock_and_cluster(redlock_urls: List[str], cluster_urls: List[str], prefix: str) -> None:
+def test_redlock_cluster_and_sentinel(redlock_urls: List[str], cluster_urls: List[str],
+                                      sentinel: "tuple[List[str], str]", prefix: str) -> None:
     with fencelock.Client(redlock_urls, prefix=prefix) as client:
         lease = client.acquire("job:a", ttl=30.0)
         urls: Sequence[str] = [a for url in redlock_urls for a in ("--url", url)]
@@ -178,3 +179,11 @@ def test_redlock_and_cluster(redlock_urls: List[str], cluster_urls: List[str], p
         assert [line.split("  ")[0] for line in listed.stdout.splitlines()] == [f"shard:{i}" for i in range(6)]
         for lease in leases:
             lease.release()
+    sentinels, service = sentinel
+    with fencelock.Client(sentinels, topology="sentinel", service=service, prefix=prefix) as client:
+        lease = client.acquire("primary:1", ttl=30.0)
+        urls = [a for url in sentinels for a in ("--url", url)]
+        listed = cli(*urls, "--sentinel", service, "--prefix", prefix, "list")
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.startswith(f"primary:1  held  fence={lease.fence}")
+        lease.release()

@@ -112,6 +112,13 @@ def test_async_list_and_watch(redis_url: str) -> None:
             got = await other.acquire("job:1", ttl=30.0)
             assert (await changes.__anext__()).fence == got.fence
             await other.close()
+            with pytest.raises(ValueError):
+                aclient.list("a[")  # at the call, before any await
+            with pytest.raises(ValueError):
+                aclient.watch("job:1", interval=0)
+            await aclient.close()
+            with pytest.raises(fencelock.ClientClosed):
+                aclient.list("*")
 
     run(body())
 

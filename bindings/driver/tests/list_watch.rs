@@ -214,6 +214,17 @@ async fn next(watch: &mut fencelock::LockWatch, what: &str) -> Result<fencelock:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_primary_is_listed() {
+    let sentinels = split_urls(&harness_env("FENCELOCK_TEST_SENTINEL_URLS"));
+    let service = harness_env("FENCELOCK_TEST_SENTINEL_SERVICE");
+    let (client, _prefix) = isolated(sentinels, Topology::Sentinel { service }).await;
+    let lease = client.acquire("primary:1", &ttl(30_000)).await.unwrap();
+    let listed = client.list("primary:*").unwrap().all().await.unwrap();
+    assert_eq!(names(&listed), [&b"primary:1"[..]]);
+    assert_eq!(listed[0].info.fence, Some(lease.fence()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_reports_acquires_releases_expiries_and_force_releases_not_renewals() {
     let (url, _server) = redis_url();
     let watcher = Client::connect(url.clone()).await.unwrap();
