@@ -23,11 +23,12 @@ fi
 py="$venv/bin/python"
 
 # Tools, once (pinned majors; pip is quiet when they are already there).
-# psycopg: the SQL recipe's tests run fencelock.sql against PostgreSQL.
-if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy, psycopg' 2>/dev/null \
+# psycopg: the SQL recipe's tests run fencelock.sql against PostgreSQL;
+# prometheus_client: the metrics hook's tests export to a real registry.
+if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy, psycopg, prometheus_client' 2>/dev/null \
     || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1\.16\.'; then
     "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest pytest-timeout mypy \
-        'psycopg[binary]==3.*'
+        'psycopg[binary]==3.*' prometheus_client
 fi
 
 # The real install path users take: a PEP 517 build of ./python from source
@@ -58,9 +59,9 @@ done
 if [ -n "$py39" ] && [ $rc -eq 0 ] && [ $# -eq 0 ]; then
     venv39="$root/.build/venv39"
     [ -x "$venv39/bin/python" ] || "$py39" -m venv "$venv39"
-    "$venv39/bin/python" -c 'import pytest, pytest_timeout, psycopg' 2>/dev/null \
+    "$venv39/bin/python" -c 'import pytest, pytest_timeout, psycopg, prometheus_client' 2>/dev/null \
         || "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-timeout \
-            'psycopg[binary]==3.*'
+            'psycopg[binary]==3.*' prometheus_client
     "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
     echo "test-python: pytest ($("$venv39/bin/python" -V), same wheel)"
     "$venv39/bin/pytest" -q -p no:cacheprovider . --deselect tests/test_docs.py::test_typed_example_passes_mypy_strict \

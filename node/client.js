@@ -186,6 +186,40 @@ Object.defineProperty(Lease.prototype, Symbol.toStringTag, { value: 'Lease' })
 
 // ------------------------------------------------------------------ client
 
+/** A native LockInfo as the frozen `{ held, ttl, fence, heldByMe }` of the API. */
+function lockInfo(info) {
+  return Object.freeze({
+    held: info.held,
+    ttl: info.ttl ?? null,
+    fence: info.fence ?? null,
+    heldByMe: info.heldByMe,
+  })
+}
+
+/**
+ * An async iterator over `next()` (null ends it). Not a generator: a
+ * `for await` that breaks, or a step given up on, leaves nothing behind,
+ * and a later `next()` goes on where the cursor is.
+ */
+function steps(next) {
+  let done = false
+  return {
+    async next() {
+      if (done) return { done: true, value: undefined }
+      const value = await next()
+      if (value === null) done = true
+      return value === null ? { done: true, value: undefined } : { done: false, value }
+    },
+    async return() {
+      done = true
+      return { done: true, value: undefined }
+    },
+    [Symbol.asyncIterator]() {
+      return this
+    },
+  }
+}
+
 /**
  * A lock client over one backend handle. The flavours subclass it with their
  * constructor: `Client.connect(url)` (index.js), `Client.fromRedis(redis)`
@@ -283,13 +317,7 @@ class Client {
 
   async #inspect(name, kind) {
     checkName(name)
-    const info = await call(() => this.#native.inspect(name, kind), name)
-    return Object.freeze({
-      held: info.held,
-      ttl: info.ttl ?? null,
-      fence: info.fence ?? null,
-      heldByMe: info.heldByMe,
-    })
+    return lockInfo(await call(() => this.#native.inspect(name, kind), name))
   }
   /**
    * An operator's force-release: delete the lock whoever holds it, wake its
@@ -305,6 +333,49 @@ class Client {
     return fence
   }
 
+
+  /**
+   * The locks held now whose names match `pattern` (Redis's glob syntax over
+   * lock names: `*`, `?`, `[a-z]`, `\` escapes; default `'*'`), as an async
+   * iterator of `{ name, info }` in name order (`info` as from `inspect`;
+   * `name` a string, or a Buffer if the pattern was one or the name is not
+   * UTF-8). Found with SCAN on every node (every primary of a cluster),
+   * never KEYS; read-only. A bad pattern throws here, at the call.
+   */
+  list(pattern = '*') {
+    checkName(pattern)
+    const cursor = this.#operatorTool('list', pattern, () => this.#native.list(pattern))
+    return steps(async () => {
+      const item = await call(() => cursor.next(), pattern)
+      return item == null ? null : { name: item.name, info: lockInfo(item.info) }
+    })
+  }
+
+  /**
+   * Follow `name`: an async iterator of its `LockInfo` now, then one each
+   * time its holder or fence changes (acquired, released, expired,
+   * force-released; renewals are not changes). Releases are heard at once;
+   * Redis is asked again every `options.interval` ms (default 250) and when
+   * the holder's TTL runs out. Endless: `break` to stop watching.
+   */
+  watch(name, options) {
+    checkName(name)
+    const cursor = this.#operatorTool('watch', name, () => this.#native.watch(name, options))
+    return steps(async () => lockInfo(await call(() => cursor.next(), name)))
+  }
+
+  #operatorTool(method, name, open) {
+    if (typeof this.#native[method] !== 'function') {
+      const e = new TypeError(`client.${method}() is not available in fencelock/wasm: use the native client or the fencelock CLI`)
+      e.code = 'ERR_FENCELOCK_UNSUPPORTED'
+      throw e
+    }
+    try {
+      return open()
+    } catch (err) {
+      throw fromNative(err, name)
+    }
+  }
 
   /**
    * Run `fn(lease)` holding the lock; release on every exit path. Rejects

@@ -130,6 +130,22 @@ export declare class Client implements AsyncDisposable {
   /** A read-write lock: `rw.reader` (shared) and `rw.writer` (exclusive, writers preferred). */
   rwLock(name: LockName): RwLock
   /**
+   * The locks held now whose names match `pattern` (Redis's glob syntax over
+   * lock names: `*`, `?`, `[a-z]`, `\` escapes; default `'*'`), in name
+   * order, each with what `inspect` says about it. SCAN on every node (every
+   * primary of a cluster), never KEYS; read-only. A bad pattern (empty, over
+   * 1024 bytes, an unclosed `[`, a trailing `\`) throws a RangeError here;
+   * a non-string a TypeError.
+   */
+  list(pattern?: LockName): AsyncIterableIterator<ListedLock>
+  /**
+   * `name`'s LockInfo now, then one each time its holder or fence changes
+   * (acquired, released, expired, force-released; not renewals). Releases
+   * are heard at once; Redis is asked again every `options.interval` ms
+   * (default 250) and when the holder's TTL runs out. Endless.
+   */
+  watch(name: LockName, options?: WatchOptions): AsyncIterableIterator<LockInfo>
+  /**
    * Close the connections. Leases still held expire by their TTL; pending
    * and later acquires, and extend/release of its leases, reject with
    * ClientClosedError (a RedisError).
@@ -205,6 +221,38 @@ export interface LockInfo {
   readonly fence: bigint | null
   /** The holder is a live lease of this client. */
   readonly heldByMe: boolean
+}
+
+/** One lock of {@link Client.list}. */
+export interface ListedLock {
+  /** A string, or a Buffer if the pattern was one or the name is not UTF-8. */
+  readonly name: LockName
+  readonly info: LockInfo
+}
+
+/** Options of {@link Client.watch}. */
+export interface WatchOptions {
+  /** Ask Redis at least this often, in ms (default 250; positive and finite). */
+  interval?: number
+}
+
+/**
+ * Lock metrics for prom-client, counted once in the Rust driver for every
+ * native client of the process (no lock names as labels).
+ */
+export declare const metrics: {
+  /**
+   * Count and expose on a prom-client Registry (e.g. `require('prom-client').register`):
+   * `fencelock_acquires_total{outcome}`, `fencelock_contended_attempts_total`,
+   * `fencelock_renewals_total{outcome}`, `fencelock_losses_total`,
+   * `fencelock_releases_total{outcome}`, and the histograms
+   * `fencelock_acquire_latency_seconds` and `fencelock_wait_seconds`.
+   */
+  install(registry: { registerMetric(metric: unknown): void }): void
+  /** Start counting without a registry (install() does it). */
+  enable(): void
+  /** Every metric now, by name (without `_total`). */
+  snapshot(): Record<string, Record<string, number> | { buckets: Array<[number, number]>; count: number; sum: number }>
 }
 
 /** A held lock. `util.inspect`, `toString()` and `JSON.stringify` never show the token. */

@@ -32,4 +32,6 @@ module.exports = {
   RwLock: primitives.RwLock,
   RwSide: primitives.RwSide,
   ...errorClasses,
+  /** Lock metrics for prom-client: `metrics.install(registry)` (see metrics.js). */
+  metrics: require('./metrics.js'),
 }

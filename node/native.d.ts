@@ -43,6 +43,16 @@ export declare class NativeClient {
   inspect(name: NameArg, kind?: Kind | undefined | null): Promise<NativeLockInfo>
   /** Remove `name` whoever holds it and advance its fence: resolves to it. */
   forceRelease(name: NameArg): Promise<bigint>
+  /**
+   * A cursor over the held locks whose names match `pattern` (checked
+   * now); `client.js` iterates it.
+   */
+  list(pattern: NameArg): NativeLockList
+  /**
+   * A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
+   * iterates it.
+   */
+  watch(name: NameArg, options: OptionsArg): NativeLockWatch
   close(): Promise<undefined>
 }
 
@@ -114,8 +124,38 @@ export declare class NativeLease {
   fencedHset(key: NameArg, field: NameArg, value: NameArg): Promise<undefined>
 }
 
+/** `client.list(pattern)`'s cursor. */
+export declare class NativeLockList {
+  /** Resolves to the next held lock, or null once every one was read. */
+  next(): Promise<NativeListedLock | null>
+}
+
+/** `client.watch(name)`'s cursor. */
+export declare class NativeLockWatch {
+  /** Resolves to the lock now (first call), then at its next change. */
+  next(): Promise<NativeLockInfo>
+}
+
 /** Connect to one Redis URL or to several independent nodes (Redlock). */
 export declare function connect(urls: string | Array<string> | unknown, options: OptionsArg): Promise<NativeClient>
+
+/** Start aggregating the driver's metrics (idempotent). */
+export declare function metricsEnable(): void
+
+/** Every metric family now. */
+export declare function metricsSnapshot(): Array<NativeMetricFamily>
+
+/** A histogram bucket: upper bound in seconds, cumulative count. */
+export interface NativeBucket {
+  le: number
+  count: number
+}
+
+/** One lock of `client.list`. */
+export interface NativeListedLock {
+  name: string | Buffer
+  info: NativeLockInfo
+}
 
 /** `client.inspect(name)`'s answer (never a token). */
 export interface NativeLockInfo {
@@ -124,4 +164,22 @@ export interface NativeLockInfo {
   ttl?: number
   fence?: bigint
   heldByMe: boolean
+}
+
+/** One metric family (names without the `_total` of counters). */
+export interface NativeMetricFamily {
+  name: string
+  help: string
+  /** `"counter"` (`samples`) or `"histogram"` (`buckets`, `count`, `sum`). */
+  kind: string
+  samples: Array<NativeSample>
+  buckets: Array<NativeBucket>
+  count: number
+  sum: number
+}
+
+/** A counter's value and its labels (maybe none). */
+export interface NativeSample {
+  labels: Record<string, string>
+  value: number
 }

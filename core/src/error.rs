@@ -73,11 +73,15 @@ pub enum Operation {
     Inspect,
     ForceRelease,
     FencedWrite,
+    /// Listing the locks matching a pattern (`Closed` then names the
+    /// pattern where a lock name would be).
+    List,
+    Watch,
 }
 
 impl Operation {
-    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"`, `"force release"`
-    /// or `"write fenced by"`.
+    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"`, `"force release"`,
+    /// `"write fenced by"`, `"list"` or `"watch"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
@@ -86,6 +90,8 @@ impl Operation {
             Operation::Inspect => "inspect",
             Operation::ForceRelease => "force release",
             Operation::FencedWrite => "write fenced by",
+            Operation::List => "list",
+            Operation::Watch => "watch",
         }
     }
 }
@@ -220,6 +226,10 @@ impl fmt::Display for Error {
                     ": fence {fence} is older than {accepted}, the last one it accepted"
                 )
             }
+            Error::Closed {
+                name,
+                operation: Operation::List,
+            } => write!(f, "cannot list locks matching {name}: the client is closed"),
             Error::Closed { name, operation } => {
                 write!(f, "cannot {operation} lock {name}: the client is closed")
             }
@@ -271,6 +281,11 @@ mod tests {
         assert_eq!(
             format!("{e:?}"),
             r#"Closed(cannot release lock "jobs": the client is closed)"#
+        );
+        let pattern = LockName::new(b"job:*").unwrap();
+        assert_eq!(
+            Error::closed(&pattern, Operation::List).to_string(),
+            r#"cannot list locks matching "job:*": the client is closed"#
         );
     }
 

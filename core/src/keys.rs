@@ -29,8 +29,14 @@
 //! The prefix has no braces, so that text is the (escaped) name for every key
 //! of a lock: all of them land in one slot. The `#` keeps escaped names apart
 //! from brace-free names that happen to look escaped.
+//!
+//! Listing goes the other way: [`KeySpace::scan_match`] turns a name pattern
+//! into a `SCAN MATCH` argument that every matching lock key satisfies, and
+//! [`KeySpace::name_of`] reads a scanned key back into its name (`None` for
+//! fence keys and anything else that is not a lock key of this key space).
 
-use crate::{Error, Kind, LockName};
+use crate::pattern::Token;
+use crate::{Error, Kind, LockName, NamePattern};
 
 pub const DEFAULT_PREFIX: &str = "fencelock:";
 pub const MAX_PREFIX_BYTES: usize = 256;
@@ -157,6 +163,91 @@ impl KeySpace {
         base.push(b'}');
         base
     }
+
+    /// The `SCAN MATCH` argument for the lock keys of names matching
+    /// `pattern`: `<prefix>*{<body>}`, the prefix glob-escaped, `*` standing
+    /// for the optional `#` of an escaped name. The body keeps the pattern's
+    /// literals (glob-escaped; `%` as `%*` since an escaped name writes it
+    /// `%25`, `{` and `}` as `%7B` and `%7D`, which only escaped names
+    /// contain) and its runs, and widens `?` and `[...]` to `?*` (in an
+    /// escaped name one byte may be three). So the argument matches every
+    /// lock key of a matching name, and some other keys too: the caller
+    /// keeps a key only if [`KeySpace::name_of`] reads a name from it that
+    /// the pattern [`matches`](NamePattern::matches).
+    pub fn scan_match(&self, pattern: &NamePattern) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.prefix.len() + pattern.as_bytes().len() + 8);
+        for &byte in &self.prefix {
+            glob_literal(&mut out, byte);
+        }
+        out.extend_from_slice(b"*{");
+        // Whether `out` ends with a run (`*` unescaped): another one right
+        // after it adds nothing but backtracking in Redis's matcher.
+        let mut run = false;
+        for token in pattern.tokens() {
+            match token {
+                Token::AnyRun if run => {}
+                Token::AnyRun => out.push(b'*'),
+                Token::AnyByte | Token::Class { .. } if run => out.push(b'?'),
+                Token::AnyByte | Token::Class { .. } => out.extend_from_slice(b"?*"),
+                Token::Literal(b'%') => out.extend_from_slice(b"%*"),
+                Token::Literal(b'{') => out.extend_from_slice(b"%7B"),
+                Token::Literal(b'}') => out.extend_from_slice(b"%7D"),
+                Token::Literal(byte) => glob_literal(&mut out, *byte),
+            }
+            run = matches!(
+                token,
+                Token::AnyRun | Token::AnyByte | Token::Class { .. } | Token::Literal(b'%')
+            );
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// The name whose lock key is `key`, if `key` is a lock key of this key
+    /// space (not a fence key, not another application's key). Exactly the
+    /// inverse of [`KeySpace::keys`]: a key is read back only if the name
+    /// read from it gives that very key again.
+    pub fn name_of(&self, key: &[u8]) -> Option<LockName> {
+        let rest = key.strip_prefix(self.prefix.as_slice())?;
+        let inner = rest.strip_suffix(b"}")?;
+        let name = if let Some(plain) = inner.strip_prefix(b"{") {
+            plain.to_vec()
+        } else {
+            unescape(inner.strip_prefix(b"#{")?)?
+        };
+        let name = LockName::new(name).ok()?;
+        (self.keys(&name).lock == key).then_some(name)
+    }
+}
+
+/// `byte` as a glob literal: the glob's own specials escaped.
+fn glob_literal(out: &mut Vec<u8>, byte: u8) {
+    if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+        out.push(b'\\');
+    }
+    out.push(byte);
+}
+
+/// The `%25` / `%7B` / `%7D` escapes of [`KeySpace::keys`] undone; `None`
+/// for any other `%`.
+fn unescape(escaped: &[u8]) -> Option<Vec<u8>> {
+    let mut name = Vec::with_capacity(escaped.len());
+    let mut i = 0;
+    while i < escaped.len() {
+        if escaped[i] == b'%' {
+            name.push(match escaped.get(i + 1..i + 3)? {
+                b"25" => b'%',
+                b"7B" => b'{',
+                b"7D" => b'}',
+                _ => return None,
+            });
+            i += 3;
+        } else {
+            name.push(escaped[i]);
+            i += 1;
+        }
+    }
+    Some(name)
 }
 
 /// The Redis Cluster hash slot of a key (CRC16/XMODEM of its hash tag, mod
@@ -246,6 +337,106 @@ mod tests {
         assert_eq!(hash_slot(b"123456789"), 12739);
         assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
         assert_eq!(hash_slot(b"foo{}{bar}"), hash_slot(b"foo{}{bar}"));
+    }
+
+    /// Redis's own glob matcher (`stringmatchlen`, util.c) for what
+    /// `scan_match` emits: literals, `\\` escapes, `?` and `*`.
+    fn redis_glob(pattern: &[u8], key: &[u8]) -> bool {
+        match pattern.split_first() {
+            None => key.is_empty(),
+            Some((b'*', rest)) => (0..=key.len()).any(|skip| redis_glob(rest, &key[skip..])),
+            Some((b'?', rest)) => !key.is_empty() && redis_glob(rest, &key[1..]),
+            Some((b'\\', rest)) => {
+                !key.is_empty()
+                    && rest.first() == Some(&key[0])
+                    && redis_glob(&rest[1..], &key[1..])
+            }
+            Some((&b, rest)) => key.first() == Some(&b) && redis_glob(rest, &key[1..]),
+        }
+    }
+
+    #[test]
+    fn scan_match_escapes_the_prefix_and_the_layout() {
+        let space = KeySpace::new("app*[1]:").unwrap();
+        let m = |p: &str| space.scan_match(&NamePattern::new(p).unwrap());
+        assert_eq!(m("*"), br"app\*\[1\]:*{*}".to_vec());
+        assert_eq!(m("invoice:*"), br"app\*\[1\]:*{invoice:*}".to_vec());
+        assert_eq!(m("a%b"), br"app\*\[1\]:*{a%*b}".to_vec());
+        assert_eq!(m("{x}?"), br"app\*\[1\]:*{%7Bx%7D?*}".to_vec());
+        assert_eq!(m("[ab]*c"), br"app\*\[1\]:*{?*c}".to_vec());
+        assert_eq!(m(r"\*"), br"app\*\[1\]:*{\*}".to_vec());
+        assert_eq!(
+            m(r"a\**"),
+            br"app\*\[1\]:*{a\**}".to_vec(),
+            "a literal star, then a run"
+        );
+        assert_eq!(m("*?*%"), br"app\*\[1\]:*{*?%*}".to_vec());
+    }
+
+    #[test]
+    fn lock_keys_read_back_to_their_names() {
+        let space = KeySpace::default();
+        for name in [
+            &b"invoice:42"[..],
+            b"{",
+            b"a{b}%",
+            b"%7B",
+            b"x}:fence",
+            &[0xff, 0x7b],
+        ] {
+            let name = LockName::new(name).unwrap();
+            let keys = space.keys(&name);
+            assert_eq!(space.name_of(&keys.lock), Some(name.clone()));
+            assert_eq!(space.name_of(&keys.fence), None, "{name}");
+        }
+        for not_a_lock_key in [
+            &b"fencelock:{a}:fence"[..],
+            b"fencelock:{}",
+            b"fencelock:#{}",
+            b"fencelock:#{abc}",  // escaped, but no brace in the name
+            b"fencelock:#{a%41}", // an escape keys() never writes
+            b"fencelock:#{a%7}",
+            b"fencelock:{a{b}",
+            b"fencelock:{a}b}",
+            b"fencelock:x{a}",
+            b"other:{a}",
+            b"fencelock:",
+        ] {
+            assert_eq!(
+                space.name_of(not_a_lock_key),
+                None,
+                "{}",
+                String::from_utf8_lossy(not_a_lock_key)
+            );
+        }
+        let other = KeySpace::new("jobs:").unwrap();
+        assert_eq!(other.name_of(b"fencelock:{a}"), None);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5_000))]
+        #[test]
+        fn scan_match_keeps_every_lock_key_of_a_matching_name(
+            name in proptest::collection::vec(proptest::sample::select(b"ab%{}*?[]\\:".to_vec()), 1..10),
+            pattern in proptest::collection::vec(proptest::sample::select(b"ab%{}*?:\\".to_vec()), 1..8),
+            class in proptest::prelude::any::<bool>(),
+        ) {
+            let mut pattern = pattern;
+            if class {
+                pattern.extend_from_slice(b"[%{b]");
+            }
+            // A trailing lone backslash is refused; anything else is a pattern.
+            let Ok(pattern) = NamePattern::new(&pattern) else {
+                return Ok(());
+            };
+            let space = KeySpace::new("p*:").unwrap();
+            let name = LockName::new(&name).unwrap();
+            let key = space.keys(&name).lock;
+            proptest::prop_assert_eq!(space.name_of(&key), Some(name.clone()));
+            if pattern.matches(name.as_bytes()) {
+                proptest::prop_assert!(redis_glob(&space.scan_match(&pattern), &key));
+            }
+        }
     }
 
     proptest::proptest! {

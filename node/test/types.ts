@@ -1,6 +1,6 @@
 // Type-checked (tsc --noEmit) usage of the public API: the README's API plus the
 // error classes. Not executed; test/readme.test.js runs the README's snippets.
-import { Client, ClientClosedError, Lease, LockError, LockLostError, NotAcquiredError, RedisError, RwLock, RwSide, Semaphore, StaleFenceError, type LockInfo, type LockOptions } from 'fencelock'
+import { Client, ClientClosedError, Lease, LockError, LockLostError, NotAcquiredError, RedisError, RwLock, RwSide, Semaphore, metrics, StaleFenceError, type LockInfo, type LockOptions } from 'fencelock'
 import { fencedUpdate } from 'fencelock/sql'
 
 export async function example(signal: AbortSignal): Promise<void> {
@@ -88,4 +88,23 @@ export async function misuse(client: Client): Promise<void> {
   // @ts-expect-error a fence is a lease or a bigint
   await fencedUpdate({ query: async () => ({ rowCount: 0, rows: [] }) }, 't', {}, { where: { id: 1 }, fence: 7 })
   void n
+}
+
+// Operator tools: listing, watching, metrics.
+export async function operations(client: Client, registry: { registerMetric(metric: unknown): void }): Promise<void> {
+  for await (const { name, info } of client.list('invoice:*')) {
+    const shown: string | Buffer = name
+    const fence: bigint | null = info.fence
+    void [shown, fence]
+  }
+  for await (const info of client.watch('invoice:42', { interval: 250 })) {
+    const held: boolean = info.held
+    void held
+    break
+  }
+  metrics.install(registry)
+  const families = metrics.snapshot()
+  void families
+  // @ts-expect-error the interval is a number of ms
+  client.watch('x', { interval: '1s' })
 }

@@ -9,7 +9,7 @@ from its ``ACQUIRE`` table (checked by ``ci/test-python.sh``): edit the table.
 
 import asyncio
 import os
-from typing import Callable, List, Literal, Optional, Tuple, Union, final
+from typing import Any, Callable, List, Literal, Optional, Tuple, Union, final
 
 __version__: str
 
@@ -112,6 +112,21 @@ class AsyncLease:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
     def stop_renewing(self) -> None:
         """As ``Lease.stop_renewing``: a plain method, nothing to await."""
+
+_Listed = Tuple[Union[str, bytes], LockInfo]
+# A metric family: ("name", "help", "counter", [(labels, value), ...]) or
+# ("name", "help", "histogram", [(upper bound, cumulative count), ...], count, sum).
+_Family = Tuple[Any, ...]
+
+@final
+class Cursor:
+    """The native side of ``Client.list`` / ``Client.watch`` (and the
+    asyncio forms), which iterate it: one item per call."""
+
+    def next(self) -> Optional[Union[_Listed, LockInfo]]:
+        """The next item, blocking with the GIL released; ``None`` at the
+        end of a list."""
+    def next_async(self) -> asyncio.Future[Optional[Union[_Listed, LockInfo]]]: ...
 
 @final
 class Grant:
@@ -236,6 +251,8 @@ class Client:
         wake its waiters, and advance its fence past every fence issued, so
         fenced resources refuse the old holder. Returns the new fence; logs
         a warning naming this process and host."""
+    def _list(self, pattern: _Name) -> Cursor: ...
+    def _watch(self, name: _Name, interval: float) -> Cursor: ...
     def close(self) -> None:
         """Leases still held expire by their TTL; later acquires, and
         extend/release of this client's leases, raise ``ClientClosed``."""
@@ -311,8 +328,12 @@ class AsyncClient:
     def _inspect_as(self, kind: Kind, name: _Name) -> asyncio.Future[LockInfo]: ...
     def inspect(self, name: _Name) -> asyncio.Future[LockInfo]: ...
     def force_release(self, name: _Name) -> asyncio.Future[int]: ...
+    def _list(self, pattern: _Name) -> Cursor: ...
+    def _watch(self, name: _Name, interval: float) -> Cursor: ...
     def close(self) -> asyncio.Future[None]:
         """As ``Client.close``; pending acquires fail with ``ClientClosed``."""
 
 def _after_fork_in_child() -> None: ...
+def _metrics_enable() -> None: ...
+def _metrics_snapshot() -> List[_Family]: ...
 def _shutdown() -> None: ...

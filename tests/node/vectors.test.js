@@ -7,12 +7,14 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { ROOT, vectors, asBytes, asName, number, Redis, Monitor, scriptCalls, TOKEN, redisUrlOrServer } = require('../support/fltest.js')
-const { fencelock, connect } = require('./flavour.js') // FENCELOCK_NODE_FLAVOUR=wasm: fencelock/wasm
+const { randomUUID } = require('node:crypto')
+const { fencelock, connect, name: flavour } = require('./flavour.js') // FENCELOCK_NODE_FLAVOUR=wasm: fencelock/wasm
 
 const COMMANDS = vectors('commands.json')
 const SCRIPTS = COMMANDS.scripts
 const KEYS = vectors('keys.json').cases
 const VALIDATION = vectors('validation.json')
+const LIST = vectors('list.json')
 
 let server
 let url
@@ -81,6 +83,51 @@ for (const c of KEYS) {
         ['release', hexes(lock, channel)],
       ],
     )
+  })
+}
+
+// ------------------------------------------------------------------ list.json
+
+if (flavour === 'node') {
+  test('list: the names each pattern yields, the documented MATCH, never KEYS', async () => {
+    const run = randomUUID().slice(0, 12)
+    const monitor = await Monitor.start(url)
+    const client = await connect(url, { prefix: `${LIST.prefix}${run}:` })
+    try {
+      const leases = []
+      for (const n of LIST.held) leases.push(await client.acquire(asName(n), { ttl: 30_000 }))
+      for (const n of LIST.released) await (await client.acquire(asName(n), { ttl: 30_000 })).release()
+      for (const c of LIST.cases) {
+        const found = []
+        for await (const { name } of client.list(asName(c.pattern))) found.push(Buffer.from(name).toString('hex'))
+        assert.deepEqual(found, c.names.map((n) => asBytes(n).toString('hex')), c.why)
+      }
+      for (const bad of LIST.bad) assert.throws(() => client.list(asName(bad)), RangeError)
+      await monitor.sync()
+      for (const lease of leases) await lease.release()
+    } finally {
+      await client.close()
+      monitor.close()
+    }
+    const escaped = Buffer.from(LIST.prefix.replace(/[*[\]]/g, (c) => `\\${c}`))
+    const sent = monitor.seen.filter((c) => c.args[0]?.toString().toUpperCase() === 'SCAN').map((c) => c.args[3].toString('hex'))
+    for (const c of LIST.cases) {
+      const match = asBytes(c.match)
+      const at = match.indexOf(escaped) + escaped.length
+      const withRun = Buffer.concat([match.subarray(0, at), Buffer.from(`${run}:`), match.subarray(at)])
+      assert.ok(sent.includes(withRun.toString('hex')), c.why)
+    }
+    assert.ok(!monitor.seen.some((c) => c.args[0]?.toString().toUpperCase() === 'KEYS' && c.args.join(' ').includes(run)))
+  })
+} else {
+  test('list: fencelock/wasm says it does not list (yet)', async () => {
+    const client = await connect(url)
+    try {
+      assert.throws(() => client.list('*'), (err) => err.code === 'ERR_FENCELOCK_UNSUPPORTED')
+      assert.throws(() => client.watch('x'), (err) => err.code === 'ERR_FENCELOCK_UNSUPPORTED')
+    } finally {
+      await client.close()
+    }
   })
 }
 

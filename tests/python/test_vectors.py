@@ -6,6 +6,7 @@ files."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -17,6 +18,7 @@ COMMANDS = vectors("commands.json")
 SCRIPTS: Dict[str, str] = COMMANDS["scripts"]
 KEYS = vectors("keys.json")["cases"]
 VALIDATION = vectors("validation.json")
+LIST = vectors("list.json")
 
 
 @pytest.fixture
@@ -79,6 +81,36 @@ def test_every_key_of_a_lock_is_in_the_slot_redis_cluster_computes(tmp_path: Any
     finally:
         r.close()
         server.stop()
+
+
+# ----------------------------------------------------------------- list.json
+
+
+def test_list(redis_url: str, monitor: Monitor) -> None:
+    run = uuid.uuid4().hex[:12]
+    prefix = f"{LIST['prefix']}{run}:"
+    with fencelock.Client(redis_url, prefix=prefix) as client:
+        leases = [client.acquire(as_name(n), ttl=30.0) for n in LIST["held"]]
+        for n in LIST["released"]:
+            client.acquire(as_name(n), ttl=30.0).release()
+        monitor.sync()
+        for case in LIST["cases"]:
+            found = [n.encode() if isinstance(n, str) else n for n, _ in client.list(as_name(case["pattern"]))]
+            assert found == [as_bytes(n) for n in case["names"]], case["why"]
+        for bad in LIST["bad"]:
+            with pytest.raises(ValueError):
+                client.list(as_name(bad))
+        monitor.sync()
+        for lease in leases:
+            lease.release()
+    # The documented MATCH for each pattern (the run id after the prefix),
+    # and never KEYS.
+    escaped = LIST["prefix"].replace("*", "\\*").replace("[", "\\[").replace("]", "\\]").encode()
+    sent = [a[a.index(b"MATCH") + 1] for _, a in monitor.seen if a and a[0].upper() == b"SCAN"]
+    for case in LIST["cases"]:
+        match = as_bytes(case["match"]).replace(escaped, escaped + run.encode() + b":", 1)
+        assert match in sent, (case["why"], match, sent[:5])
+    assert not [a for _, a in monitor.seen if a and a[0].upper() == b"KEYS" and run.encode() in b" ".join(a)]
 
 
 # ----------------------------------------------------------- validation.json

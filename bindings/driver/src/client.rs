@@ -292,7 +292,7 @@ impl Client {
 
     /// This client's connections; `Closed` (for `operation` on `name`) once
     /// it is closed.
-    fn connections(
+    pub(crate) fn connections(
         &self,
         name: &LockName,
         operation: Operation,
@@ -438,6 +438,11 @@ impl Client {
             "lock force-released"
         );
         Ok(forced.fence)
+    }
+
+    /// The key space this client's locks live in.
+    pub fn keyspace(&self) -> &KeySpace {
+        &self.inner.keyspace
     }
 
     /// Close the connections. Auto-renewal stops and leases still held

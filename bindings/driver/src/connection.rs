@@ -170,6 +170,12 @@ impl Node {
         &self.label
     }
 
+    /// The data connection, for commands other than the core's scripts
+    /// (listing's `SCAN`, see `scan.rs`).
+    pub(crate) fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
     /// Run one core command. Every call yields exactly one reply: server
     /// errors as `Reply::Error`, anything that leaves the outcome open (IO
     /// error or timeout after the command was handed to a connection) as
@@ -266,7 +272,7 @@ impl Node {
         }
     }
 
-    fn describe(&self, e: &RedisError) -> String {
+    pub(crate) fn describe(&self, e: &RedisError) -> String {
         describe_error(&self.label, self.password.as_deref(), e)
     }
 

@@ -83,6 +83,35 @@
 //! }
 //! ```
 //!
+//! # Operations: listing, watching, metrics
+//!
+//! The README's Rust operations example (kept identical; compiled as a
+//! doctest; run against Redis in `tests/list_watch.rs` and `tests/metrics.rs`):
+//!
+//! ```no_run
+//! use fencelock::{Client, Error};
+//!
+//! async fn operations(client: &Client) -> Result<(), Error> {
+//!     // The held locks matching a pattern, in name order (SCAN, never KEYS).
+//!     let mut locks = client.list("invoice:*")?;
+//!     while let Some(lock) = locks.next().await? {
+//!         println!("{} fence {:?} ttl {:?}", lock.name, lock.info.fence, lock.info.ttl);
+//!     }
+//!     // The lock now, then each change of holder or fence.
+//!     let mut changes = client.watch("invoice:42")?;
+//!     let now = changes.next().await?;
+//!     println!("held {} fence {:?}", now.held, now.fence);
+//!
+//!     // TRACE events on target `fencelock::metrics` reach any `tracing`
+//!     // subscriber; the aggregate is for exporters.
+//!     fencelock::metrics::enable();
+//!     for family in fencelock::metrics::snapshot() {
+//!         println!("{} {:?}", family.name, family.values);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
@@ -137,14 +166,18 @@ mod deployment;
 mod driver;
 mod lease;
 mod link;
+mod list;
+pub mod metrics;
 mod notify;
 mod primitives;
 mod queue;
 mod replicas;
+mod scan;
 mod sentinel;
 mod tls;
 mod topology;
 mod url;
+mod watch;
 
 use std::time::Duration;
 
@@ -154,13 +187,15 @@ pub use config::{ClientConfig, ClientSettings};
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
     replica_count, replica_count_int, Error, FenceGrace, FencedUpdate, KeySpace, Kind, LockInfo,
-    LockName, MaxHold, NotAcquiredReason, Operation, Permits, Placeholders, Timeout, Ttl, Wait,
-    FENCE_FIELD, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
+    LockName, MaxHold, NamePattern, NotAcquiredReason, Operation, Permits, Placeholders, Timeout,
+    Ttl, Wait, FENCE_FIELD, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
 };
 pub use lease::{Granted, Lease};
+pub use list::{ListedLock, LockList};
 pub use primitives::{RwLock, Semaphore};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
+pub use watch::{LockWatch, DEFAULT_WATCH_INTERVAL};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -34,4 +34,12 @@ fn readme_quick_start_matches_the_doctest() {
             code_block(&docs, "```no_run", nth)
         );
     }
+    // "Operations: CLI and metrics": listing, watching, metrics.
+    let operations = &readme[readme
+        .find("## Operations: CLI and metrics")
+        .expect("README has an Operations section")..];
+    assert_eq!(
+        code_block(operations, "```rust,no_run", 0),
+        code_block(&docs, "```no_run", 2)
+    );
 }

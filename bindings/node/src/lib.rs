@@ -28,6 +28,8 @@ use napi::{Env, Status, ValueType};
 use napi_derive::napi;
 use tokio::sync::watch;
 
+mod ops;
+
 type Result<T> = napi::Result<T>;
 
 fn tagged(code: &str, message: impl std::fmt::Display) -> napi::Error {
@@ -598,6 +600,32 @@ impl NativeClient {
             let fence = client.force_release_named(name.name).await;
             fence.map(BigInt::from).map_err(lock_error)
         })
+    }
+
+    /// A cursor over the held locks whose names match `pattern` (checked
+    /// now); `client.js` iterates it.
+    #[napi]
+    pub fn list(&self, pattern: NameArg<'_>) -> Result<ops::NativeLockList> {
+        let (pattern, is_buffer) = ops::pattern_arg(pattern)?;
+        let list = self.inner.list_matching(pattern).map_err(lock_error)?;
+        Ok(ops::NativeLockList::new(list, is_buffer))
+    }
+
+    /// A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
+    /// iterates it.
+    #[napi]
+    pub fn watch(
+        &self,
+        name: NameArg<'_>,
+        options: OptionsArg<'_>,
+    ) -> Result<ops::NativeLockWatch> {
+        let name = name_arg(name)?;
+        let interval = ops::watch_interval(options)?;
+        let watch = self
+            .inner
+            .watch_named(name.name, interval)
+            .map_err(lock_error)?;
+        Ok(ops::NativeLockWatch::new(watch))
     }
 
     #[napi]

@@ -12,6 +12,7 @@ use pyo3::types::PyDict;
 use tokio::sync::OnceCell;
 
 use crate::convert::{self, Name};
+use crate::cursor::Cursor;
 use crate::errors::{self, Reply};
 use crate::info::LockInfo;
 use crate::kind::Kind;
@@ -194,6 +195,32 @@ impl Connector {
     {
         let connected = self.connect(self.cell(py, &name, operation)?);
         Ok(async move { op(connected.await?, name).await })
+    }
+
+    /// `Client.list(pattern)`: a [`Cursor`] over the held locks matching
+    /// it (the pattern is checked now; the client connects on first use).
+    fn list(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Cursor> {
+        let (pattern, is_bytes) = convert::pattern(pattern)?;
+        let connected = self.connect(self.cell(py, pattern.as_name(), Operation::List)?);
+        Ok(Cursor::list(
+            async move { connected.await?.list_matching(pattern) },
+            !is_bytes,
+        ))
+    }
+
+    /// `Client.watch(name, interval=...)`: a [`Cursor`] over the lock's changes.
+    fn watch(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        interval: &Bound<'_, PyAny>,
+    ) -> PyResult<Cursor> {
+        let name = convert::name(name)?.lock;
+        let interval = convert::timeout("interval", interval)?;
+        let connected = self.connect(self.cell(py, &name, Operation::Watch)?);
+        Ok(Cursor::watch(async move {
+            connected.await?.watch_named(name, interval)
+        }))
     }
 
     fn repr(&self, class: &str) -> String {
@@ -391,6 +418,22 @@ impl Client {
     fn force_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
         let forcing = force_release(py, &self.connector, name)?;
         runtime::block_on(py, forcing)?.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// A cursor over the held locks whose names match `pattern` (see
+    /// `fencelock.Client.list`, which iterates it).
+    fn _list(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Cursor> {
+        self.connector.list(py, pattern)
+    }
+
+    /// A cursor over `name`'s changes (see `fencelock.Client.watch`).
+    fn _watch(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        interval: &Bound<'_, PyAny>,
+    ) -> PyResult<Cursor> {
+        self.connector.watch(py, name, interval)
     }
 
     /// Close the connections. Leases still held expire by their TTL.
@@ -596,6 +639,22 @@ impl AsyncClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let forcing = force_release(py, &self.connector, name)?;
         runtime::future_into_py(py, async move { Ok(Reply::new(forcing.await)) })
+    }
+
+    /// A cursor over the held locks whose names match `pattern` (see
+    /// `fencelock.AsyncClient.list`, which iterates it asynchronously).
+    fn _list(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Cursor> {
+        self.connector.list(py, pattern)
+    }
+
+    /// A cursor over `name`'s changes (see `fencelock.AsyncClient.watch`).
+    fn _watch(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        interval: &Bound<'_, PyAny>,
+    ) -> PyResult<Cursor> {
+        self.connector.watch(py, name, interval)
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

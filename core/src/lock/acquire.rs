@@ -103,6 +103,7 @@ impl Lock {
             return self.back_off(now);
         }
         self.unreachable_rounds = 0;
+        self.stats.contended_attempts = self.stats.contended_attempts.saturating_add(1);
         let holder_pttl = round
             .outcomes
             .iter()
@@ -189,6 +190,7 @@ impl Lock {
         self.queued.iter_mut().for_each(|q| *q = false);
         self.fence = Some(fence);
         self.state = State::Held;
+        self.stats.granted_attempt_sent = Some(sent_at);
         if self.renewing {
             if let Some(max_hold) = self.config.max_hold {
                 self.renew_until = Some(sent_at + max_hold.as_duration());

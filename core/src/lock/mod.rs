@@ -113,6 +113,22 @@ pub enum Progress {
     Finished,
 }
 
+/// What one lock has been through so far, for metrics ([`Lock::stats`]):
+/// the core counts, the driver records what changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Acquire attempts that found the lock held by someone else.
+    pub contended_attempts: u32,
+    /// Auto-renewals that extended the lease.
+    pub renewals: u32,
+    /// Auto-renewals that did not: the lease was lost, or too few nodes
+    /// answered (it is then retried).
+    pub failed_renewals: u32,
+    /// When the acquire attempt that won was sent: the acquire's latency
+    /// runs from here to the grant (a fence write-back included).
+    pub granted_attempt_sent: Option<Instant>,
+}
+
 /// One lease's state machine, driven by the run loop in the crate docs.
 #[derive(Debug)]
 pub struct Lock {
@@ -159,6 +175,7 @@ pub struct Lock {
     renew_until: Option<Instant>,
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
     replicas: Option<WaitReplicas>,
+    stats: LockStats,
 }
 
 impl Lock {
@@ -190,6 +207,7 @@ impl Lock {
             renewing,
             renew_until: None,
             replicas: None,
+            stats: LockStats::default(),
         }
     }
 
@@ -530,6 +548,12 @@ impl Lock {
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lost
+    }
+
+    /// What this lock has been through so far (see [`LockStats`]).
+    #[must_use]
+    pub fn stats(&self) -> LockStats {
+        self.stats
     }
 
     /// An acquire failure already decided but not yet reported:

@@ -8,8 +8,9 @@ use std::time::Duration;
 use fencelock_conformance::{bytes, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Kind, Lock, LockConfig,
-    LockName, Permits, Reply, RetryPolicy, Script, Token, Ttl, Wait, Writer,
+    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Kind, Listing, Lock,
+    LockConfig, LockName, NamePattern, Permits, Reply, RetryPolicy, Script, Token, Ttl, Wait,
+    Writer,
 };
 use serde_json::Value;
 
@@ -29,6 +30,57 @@ fn keys_follow_the_documented_layout() {
         for key in [&keys.lock, &keys.fence, &keys.channel] {
             assert_eq!(hash_slot(key), slot, "{why}");
         }
+    }
+}
+
+#[test]
+fn listing_sends_the_documented_match_and_keeps_exactly_the_matching_names() {
+    let doc = vectors("list.json");
+    let space = KeySpace::new(doc["prefix"].as_str().unwrap()).unwrap();
+    let names = |key: &str| -> Vec<LockName> {
+        doc[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| LockName::new(bytes(n)).unwrap())
+            .collect()
+    };
+    // What a SCAN of that key space returns: the held locks' lock and fence
+    // keys, the released ones' fence keys.
+    let mut scanned: Vec<Reply> = Vec::new();
+    for name in names("held") {
+        let keys = space.keys(&name);
+        scanned.extend([Reply::Bulk(keys.lock), Reply::Bulk(keys.fence)]);
+    }
+    for name in names("released") {
+        scanned.push(Reply::Bulk(space.keys(&name).fence));
+    }
+    for case in doc["cases"].as_array().unwrap() {
+        let why = case["why"].as_str().unwrap();
+        let listing = Listing::new(&space, NamePattern::new(bytes(&case["pattern"])).unwrap());
+        let command = listing.command(b"0");
+        assert_eq!(command[3], bytes(&case["match"]), "{why}");
+        let page = listing
+            .read(Reply::Array(vec![
+                Reply::Bulk(b"0".to_vec()),
+                Reply::Array(scanned.clone()),
+            ]))
+            .unwrap();
+        let found = listing.combine(1, vec![Ok(page.names)]).unwrap();
+        let expected: Vec<Vec<u8>> = case["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(bytes)
+            .collect();
+        let found: Vec<Vec<u8>> = found.iter().map(|n| n.as_bytes().to_vec()).collect();
+        assert_eq!(found, expected, "{why}");
+    }
+    for bad in doc["bad"].as_array().unwrap() {
+        assert!(
+            matches!(NamePattern::new(bytes(bad)), Err(Error::InvalidArgument(_))),
+            "{bad}"
+        );
     }
 }
 
