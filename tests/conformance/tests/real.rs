@@ -6,24 +6,14 @@
 
 use std::time::Duration;
 
-use fencelock::{Client, ClientOptions, Error, Lease, LockOptions};
-use fencelock_conformance::{bytes, is_token, script_calls, vectors};
+use fencelock::{Client, ClientOptions, Error, Kind, Lease, LockOptions};
+use fencelock_conformance::{bytes, is_token, kind_of, resolve, script_calls, vectors};
 use fencelock_testkit::resp::{Conn, Value as Resp};
 use fencelock_testkit::{redis_url, Monitor};
 use serde_json::Value;
 
 /// (script name, KEYS, ARGV) of one script call.
 type Call = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
-
-fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
-    match v.as_str() {
-        Some("$lock") => bytes(&sc["keys"]["lock"]),
-        Some("$fence") => bytes(&sc["keys"]["fence"]),
-        Some("$channel") => bytes(&sc["keys"]["channel"]),
-        Some("$token") => b"$token".to_vec(),
-        _ => bytes(v),
-    }
-}
 
 fn raw_cmd(raw: &mut Conn, cmd: &Value, sc: &Value) {
     let args: Vec<Vec<u8>> = cmd
@@ -54,6 +44,17 @@ fn outcome(result: Result<(), Error>) -> Value {
                 None => serde_json::json!({"error": kind}),
             }
         }
+    }
+}
+
+/// The scenario's acquire, through the handle its primitive has.
+async fn acquire(client: &Client, sc: &Value, lock: &LockOptions) -> Result<Lease, Error> {
+    let name = bytes(&sc["lock_name"]);
+    match kind_of(sc) {
+        Kind::Mutex => client.acquire(name, lock).await,
+        Kind::Semaphore(permits) => client.semaphore(name, permits.get())?.acquire(lock).await,
+        Kind::Read => client.rw_lock(name)?.read(lock).await,
+        Kind::Write => client.rw_lock(name)?.write(lock).await,
     }
 }
 
@@ -98,7 +99,7 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
             let at = format!("{title}: {step}");
             if let Some(call) = step["call"].as_str() {
                 got = match call {
-                    "acquire" => match client.acquire(bytes(&sc["lock_name"]), &lock).await {
+                    "acquire" => match acquire(&client, sc, &lock).await {
                         Ok(l) => {
                             let v = serde_json::json!({"acquired": l.fence().to_string(), "validity": l.valid_for().as_millis() as u64});
                             lease = Some(l);
