@@ -12,25 +12,47 @@ export declare class CancelHandle {
   cancel(): void
 }
 
-export declare class NativeClient {
-  /** Resolves to the grant (never null: a waiting acquire fails instead). */
-  acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant>
-  /** Resolves to the grant, or null if the lock is held. */
-  tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant | undefined | null>
+/**
+ * The environment's queue, made once by `calls.js` with its drain
+ * function as the doorbell.
+ */
+export declare class Completions {
+  constructor(doorbell: () => void)
   /**
-   * What Redis says about `name` now (read-only); `client.js` turns the
-   * absent `ttl` / `fence` into null.
+   * The finished calls since the last take: `[id, value, ...]`, a failed
+   * call as `~id` (negative) and its message.
    */
-  inspect(name: NameArg): Promise<NativeLockInfo>
-  /** Remove `name` whoever holds it and advance its fence: resolves to it. */
-  forceRelease(name: NameArg): Promise<bigint>
-  close(): Promise<undefined>
+  take(): Array<unknown>
+}
+
+export declare class NativeClient {
+  /**
+   * Settles `id` with the lease or, given a `cancel` handle, the grant to
+   * claim (never null: a waiting acquire fails instead).
+   */
+  startAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): void
+  /**
+   * Settles `id` as [`NativeClient::start_acquire`] does, or with null if
+   * the lock is held.
+   */
+  startTryAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): void
+  /**
+   * What Redis says about `name` now (read-only), a [`NativeLockInfo`];
+   * `client.js` turns the absent `ttl` / `fence` into null.
+   */
+  startInspect(id: number, name: NameArg): void
+  /**
+   * Remove `name` whoever holds it and advance its fence: settles `id`
+   * with it (a bigint).
+   */
+  startForceRelease(id: number, name: NameArg): void
+  startClose(id: number): void
 }
 
 /**
- * A lease won for a JS acquire, not yet taken by its caller: the driver's
- * `Granted`. Dropped unclaimed (refused by `claim()`, or garbage-collected),
- * the driver releases the lock.
+ * A lease won for a JS acquire with a signal, not yet taken by its
+ * caller: the driver's `Granted`. Dropped unclaimed (refused by `claim()`,
+ * or garbage-collected), the driver releases the lock.
  */
 export declare class NativeGrant {
   /**
@@ -58,16 +80,13 @@ export declare class NativeLease {
    * garbage-collected).
    */
   watchLost(callback: LostCallback): void
-  extend(ttl: NumberArg): Promise<undefined>
-  release(): Promise<undefined>
-  /** Whether this lease still holds the lock, asked of Redis. */
-  held(): Promise<boolean>
+  startExtend(id: number, ttl: NumberArg): void
+  startRelease(id: number): void
+  /** Whether this lease still holds the lock, asked of Redis (a boolean). */
+  startHeld(id: number): void
   /** Stop auto-renewal (no command; a no-op without autoRenew). */
   stopRenewing(): void
 }
-
-/** Connect to one Redis URL or to several independent nodes (Redlock). */
-export declare function connect(urls: string | Array<string> | unknown, options: OptionsArg): Promise<NativeClient>
 
 /** `client.inspect(name)`'s answer (never a token). */
 export interface NativeLockInfo {
@@ -77,3 +96,9 @@ export interface NativeLockInfo {
   fence?: bigint
   heldByMe: boolean
 }
+
+/**
+ * Connect to one Redis URL or to several independent nodes (Redlock);
+ * settles `id` with the [`NativeClient`]. Its calls report to `completions`.
+ */
+export declare function startConnect(completions: Completions, id: number, urls: string | Array<string> | unknown, options: OptionsArg): void
