@@ -56,15 +56,15 @@ function promise(id) {
 }
 
 /**
- * A promise-returning method over a native `start(id, a, b, c)`: the native
- * call validates its arguments (throwing synchronously, as before) and
- * starts the work; the promise settles when its result is drained.
+ * A promise-returning method over a native `start(id, a, b, c, d)`: the
+ * native call validates its arguments (throwing synchronously, as before)
+ * and starts the work; the promise settles when its result is drained.
  */
 function promised(start) {
-  return function (a, b, c) {
+  return function (a, b, c, d) {
     const id = free.length > 0 ? free.pop() : resolves.length
     try {
-      start.call(this, id, a, b, c)
+      start.call(this, id, a, b, c, d)
     } catch (err) {
       free.push(id)
       throw err

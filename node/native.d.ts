@@ -25,28 +25,78 @@ export declare class Completions {
   take(): Array<unknown>
 }
 
+/**
+ * What a lease holds, validated once when `client.semaphore()` or
+ * `client.rwLock()` makes its handle: `new Kind('semaphore', permits)`,
+ * `new Kind('read')`, `new Kind('write')`. Passed to every acquire.
+ */
+export declare class Kind {
+  /**
+   * `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+   * TypeError for a non-number).
+   */
+  constructor(what: string, permits: NumberArg)
+  /** The semaphore's permits; null for another kind. */
+  get permits(): number | null
+}
+export type NativeKind = Kind
+
 export declare class NativeClient {
   /**
    * Settles `id` with the lease or, given a `cancel` handle, the grant to
-   * claim (never null: a waiting acquire fails instead).
+   * claim (never null: a waiting acquire fails instead). `kind`: a
+   * semaphore permit, a read or a write lock (default: the mutex).
    */
-  startAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): void
+  startAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): void
   /**
    * Settles `id` as [`NativeClient::start_acquire`] does, or with null if
    * the lock is held.
    */
-  startTryAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): void
+  startTryAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): void
   /**
    * What Redis says about `name` now (read-only), a [`NativeLockInfo`];
-   * `client.js` turns the absent `ttl` / `fence` into null.
+   * `client.js` turns the absent `ttl` / `fence` into null. `kind`: a
+   * semaphore's holders.
    */
-  startInspect(id: number, name: NameArg): void
+  startInspect(id: number, name: NameArg, kind?: Kind | undefined | null): void
   /**
    * Remove `name` whoever holds it and advance its fence: settles `id`
    * with it (a bigint).
    */
   startForceRelease(id: number, name: NameArg): void
+  /**
+   * A cursor over the held locks whose names match `pattern` (checked
+   * now); `client.js` iterates it.
+   */
+  list(pattern: NameArg): NativeLockList
+  /**
+   * A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
+   * iterates it.
+   */
+  watch(name: NameArg, options: OptionsArg): NativeLockWatch
   startClose(id: number): void
+}
+
+/**
+ * The statements of one fenced SQL update (the core's `FencedUpdate`, `$n`
+ * placeholders): `fencelock/sql` runs them with node-postgres.
+ */
+export declare class NativeFencedUpdate {
+  /**
+   * `table`: the qualified parts; `set`, `filter` (the where): column names; `fence`
+   * (a decimal string): the writer's, from the lease of lock `name` if any.
+   */
+  constructor(table: Array<string>, set: Array<string>, filter: Array<string>, fenceColumn: string, fence: string, name?: NameArg | undefined | null)
+  /** The `UPDATE`: set values, fence, where values, fence. */
+  get update(): string
+  /** The `SELECT max(fence)` after an update that changed no row. */
+  get check(): string
+  /**
+   * Rows updated (`updated`, else 0), or throws `STALE_FENCE(accepted)`
+   * when the check found `newest` (a decimal string, or null), a newer
+   * fence than the writer's.
+   */
+  outcome(updated: number, newest?: string | undefined | null): number
 }
 
 /**
@@ -86,6 +136,43 @@ export declare class NativeLease {
   startHeld(id: number): void
   /** Stop auto-renewal (no command; a no-op without autoRenew). */
   stopRenewing(): void
+  /**
+   * Fenced write of the hash `key` (field `value`): rejects with
+   * `STALE_FENCE(accepted)` if it accepted a newer fence.
+   */
+  fencedSet(key: NameArg, value: NameArg): Promise<undefined>
+  /** Fenced write of one field of the hash `key`. */
+  fencedHset(key: NameArg, field: NameArg, value: NameArg): Promise<undefined>
+}
+
+/** `client.list(pattern)`'s cursor. */
+export declare class NativeLockList {
+  /** Resolves to the next held lock, or null once every one was read. */
+  next(): Promise<NativeListedLock | null>
+}
+
+/** `client.watch(name)`'s cursor. */
+export declare class NativeLockWatch {
+  /** Resolves to the lock now (first call), then at its next change. */
+  next(): Promise<NativeLockInfo>
+}
+
+/** Start aggregating the driver's metrics (idempotent). */
+export declare function metricsEnable(): void
+
+/** Every metric family now. */
+export declare function metricsSnapshot(): Array<NativeMetricFamily>
+
+/** A histogram bucket: upper bound in seconds, cumulative count. */
+export interface NativeBucket {
+  le: number
+  count: number
+}
+
+/** One lock of `client.list`. */
+export interface NativeListedLock {
+  name: string | Buffer
+  info: NativeLockInfo
 }
 
 /** `client.inspect(name)`'s answer (never a token). */
@@ -95,6 +182,24 @@ export interface NativeLockInfo {
   ttl?: number
   fence?: bigint
   heldByMe: boolean
+}
+
+/** One metric family (names without the `_total` of counters). */
+export interface NativeMetricFamily {
+  name: string
+  help: string
+  /** `"counter"` (`samples`) or `"histogram"` (`buckets`, `count`, `sum`). */
+  kind: string
+  samples: Array<NativeSample>
+  buckets: Array<NativeBucket>
+  count: number
+  sum: number
+}
+
+/** A counter's value and its labels (maybe none). */
+export interface NativeSample {
+  labels: Record<string, string>
+  value: number
 }
 
 /**

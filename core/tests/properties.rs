@@ -23,11 +23,11 @@ mod sim;
 use std::time::Duration;
 
 use fencelock_core::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
-    Reply, RetryPolicy, Script, State, Token, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS,
+    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig,
+    LockName, Reply, RetryPolicy, Script, State, Token, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS,
 };
 use proptest::prelude::*;
-use sim::{AppAction, Clock, LeaseOpts, Micros, Net, Node, Scenario, Sim, MS};
+use sim::{AppAction, Clock, LeaseOpts, Micros, Net, Node, Primitive, Scenario, Sim, MS};
 
 const CASES: u32 = 10_000;
 
@@ -117,6 +117,7 @@ prop_compose! {
     ) -> Scenario {
         let minority = if nodes == 1 { 1 } else { (nodes - 1) / 2 };
         Scenario {
+            primitive: Primitive::Mutex,
             seed, nodes, clients, leases_per_client, ttl_ms, max_wait_ms, max_drift_ppm,
             pauses, crashes: crashes.min(minority), crashes_keep_data: false, lossy,
             divergent_counters, auto_renew,
@@ -234,6 +235,7 @@ impl CancelCase {
     /// Builds the world; returns it with the lease under test.
     fn build(&self) -> (Sim, usize) {
         let s = Scenario {
+            primitive: Primitive::Mutex,
             seed: self.seed,
             nodes: self.nodes,
             clients: 0,
@@ -627,6 +629,7 @@ fn fuzz(case: &FuzzCase) -> Result<(), String> {
     let mut f = Fuzz {
         lock: Lock::new(LockConfig {
             name,
+            kind: Kind::Mutex,
             keys,
             token: Token("fuzz-token".into()),
             ttl: Ttl::from_millis(case.ttl_ms).unwrap(),

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::{now, to_tokio};
 use crate::connections::Connections;
 use crate::lease::{Granted, Lease, LeaseParts, Request, Shared};
+use crate::metrics;
 use crate::notify::Subscription;
 use crate::queue::{self, SharedPlace, Turn, Waited};
 
@@ -85,12 +86,16 @@ pub(crate) async fn run(job: Job) {
             // Cancelled; the caller left the line.
             Waited::Left => return,
             Waited::GaveUp => {
-                let _ = reply.send(Err(Error::not_acquired(&config.name)));
+                let error = Error::not_acquired(&config.name);
+                metrics::acquire_failed(&config.name, &error);
+                let _ = reply.send(Err(error));
                 return;
             }
         },
         _ = closed.changed() => {
-            let _ = reply.send(Err(closed_error(&config.name)));
+            let error = closed_error(&config.name);
+            metrics::acquire_failed(&config.name, &error);
+            let _ = reply.send(Err(error));
             return;
         }
     };
@@ -110,6 +115,7 @@ pub(crate) async fn run(job: Job) {
     let _owned = conns.own(&config.name, &config.token);
     let parts = LeaseParts {
         name: config.name.clone(),
+        kind: config.kind,
         keys: config.keys.clone(),
         conns: Arc::downgrade(&conns),
         token: config.token.0.clone(),
@@ -133,6 +139,8 @@ pub(crate) async fn run(job: Job) {
         lease_parts: Some(parts),
         acquire_deadline,
         give_up: watch::Sender::new(false),
+        started,
+        seen: metrics::Seen::default(),
     };
     actor.drive(&mut lock, &mut closed).await;
 }
@@ -238,6 +246,10 @@ struct Actor<'a> {
     /// Set when the caller cancels or the client closes: commands still
     /// waiting for a connection stop waiting (they were never sent).
     give_up: watch::Sender<bool>,
+    /// When the caller called acquire (its wait time runs from here).
+    started: std::time::Instant,
+    /// The core's stats already recorded as metrics.
+    seen: metrics::Seen,
 }
 
 impl Actor<'_> {
@@ -273,6 +285,7 @@ impl Actor<'_> {
             // for them), the caller need not wait out their timeouts too.
             if let Some(error) = lock.acquire_failure() {
                 if let Some(caller) = self.take_caller() {
+                    metrics::acquire_failed(lock.name(), error);
                     let _ = caller.send(Err(error.clone()));
                     if let Some(turn) = &self.turn {
                         turn.only_compensating();
@@ -296,6 +309,7 @@ impl Actor<'_> {
                 biased;
                 Some((id, reply)) = inflight.next(), if !inflight.is_empty() => {
                     lock.handle_reply(now(), id, reply);
+                    self.seen.record(lock.name(), lock.stats());
                 }
                 () = async { waiter.expect("guarded").notify.notified().await }, if has_waiter => {
                     lock.handle_wakeup(now());
@@ -335,6 +349,7 @@ impl Actor<'_> {
 
     fn on_cancelled(&mut self, lock: &mut Lock) {
         tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller");
+        metrics::acquire_cancelled(lock.name());
         self.phase = Phase::Finishing;
         self.give_up.send_replace(true);
         lock.cancel(now());
@@ -344,7 +359,9 @@ impl Actor<'_> {
         self.give_up.send_replace(true);
         self.phase = match std::mem::replace(&mut self.phase, Phase::Finishing) {
             Phase::Acquiring(caller) => {
-                let _ = caller.send(Err(closed_error(lock.name())));
+                let error = closed_error(lock.name());
+                metrics::acquire_failed(lock.name(), &error);
+                let _ = caller.send(Err(error));
                 lock.cancel(now());
                 Phase::Closing(None)
             }
@@ -411,8 +428,11 @@ impl Actor<'_> {
                     None => false,
                 };
                 if delivered {
+                    let sent = lock.stats().granted_attempt_sent;
+                    metrics::acquired(lock.name(), self.started, sent);
                     self.phase = Phase::Serving(rx);
                 } else {
+                    metrics::acquire_cancelled(lock.name());
                     // The caller gave up just as we won: do not leave it held.
                     tracing::debug!(lock = %lock.name(), "acquired after the caller left; releasing");
                     if let Err(e) = lock.release(now()) {
@@ -424,6 +444,7 @@ impl Actor<'_> {
                 self.subscription = None;
                 self.turn = None;
                 if let Some(caller) = self.take_caller() {
+                    metrics::acquire_failed(lock.name(), &e);
                     let _ = caller.send(Err(e));
                 }
             }
@@ -444,6 +465,7 @@ impl Actor<'_> {
                 self.subscription = None;
                 self.shared.mark_over();
                 if let Some(Pending::Release(tx)) = self.pending.take() {
+                    metrics::released(lock.name(), &result);
                     let _ = tx.send(result);
                 } else if let Err(e) = result {
                     tracing::debug!(lock = %lock.name(), error = %e, "release finished with an error");
@@ -468,6 +490,7 @@ impl Actor<'_> {
                 // callback) must find the lease already lost.
                 self.shared.mark_lost();
                 tracing::warn!(lock = %lock.name(), "lease lost");
+                metrics::lost(lock.name());
                 // The next local waiter may try now.
                 self.turn = None;
             }

@@ -70,6 +70,20 @@ impl NameQueues {
         }
     }
 
+    /// A turn of its own, for an acquire that does not line up locally (a
+    /// semaphore permit, a read or write lock: several of one client may
+    /// hold at once, and the server's fair line orders them). It is on no
+    /// name's queue: nobody waits for it.
+    pub(crate) fn alone(self: &Arc<Self>, who: &Cancelled) -> Place {
+        let slot = Slot {
+            entry: Some(Arc::new(Entry::default())),
+            queues: Arc::clone(self),
+            // Lock names are never empty: no entry is ever filed here.
+            name: Box::default(),
+        };
+        slot.line_up(who)
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.slots.lock().unwrap().len()

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use fencelock_core::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
+    Kind, Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
     Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
 };
 
@@ -196,6 +196,7 @@ impl Harness {
             WaitChoice::Bounded(w) => Wait::Bounded(ms(u64::from(w))),
         };
         let lock = Lock::new(LockConfig {
+            kind: Kind::Mutex,
             keys: KeySpace::default().keys(&name),
             name,
             token: Token(TOKEN.to_owned()),
@@ -358,7 +359,19 @@ impl Harness {
                     self.holds_until[node] = Some(cur.map_or(until, |c| c.max(until)));
                 }
             }
-            Script::Release | Script::RaiseFence | Script::Inspect | Script::ForceRelease => {}
+            Script::Release
+            | Script::RaiseFence
+            | Script::Inspect
+            | Script::ForceRelease
+            | Script::FencedSet => {}
+            // The semaphore's and read-write lock's scripts: never a mutex's
+            // (`drain` refuses them first).
+            Script::FairAcquire
+            | Script::ReadAcquire
+            | Script::HoldersExtend
+            | Script::HoldersRelease
+            | Script::HoldersReclaim
+            | Script::HoldersInspect => {}
         }
         let now = self.now;
         self.lock.handle_reply(now, CommandId(id), reply);
@@ -429,6 +442,7 @@ impl Harness {
                 // Read-only, and sent by `Inspect`, never by a lock.
                 Script::Inspect => panic!("a lock sent an inspect command"),
                 Script::ForceRelease => panic!("a lock sent a force-release command"),
+                other => panic!("a mutex sent {other:?}, not a mutex's script"),
             }
             self.trace.push(dbg);
             let sent = Sent {

@@ -38,7 +38,7 @@ use self::outcomes::Outcome;
 use self::rounds::{Round, RoundKind};
 use self::timers::{Timer, TimerTable};
 use crate::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, MaxHold,
+    Command, CommandId, Error, Event, FenceGrace, Instant, Kind, LockKeys, LockName, MaxHold,
     NotAcquiredReason, Reply, RetryPolicy, Ttl, Wait, WaitReplicas,
 };
 
@@ -47,6 +47,10 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct LockConfig {
     pub name: LockName,
+    /// What the lease holds: the mutex, a semaphore permit, a read or a
+    /// write lock. It picks the scripts; `keys` must be
+    /// `KeySpace::keys_for(name, kind)`.
+    pub kind: Kind,
     pub keys: LockKeys,
     pub token: Token,
     pub ttl: Ttl,
@@ -109,6 +113,22 @@ pub enum Progress {
     Finished,
 }
 
+/// What one lock has been through so far, for metrics ([`Lock::stats`]):
+/// the core counts, the driver records what changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Acquire attempts that found the lock held by someone else.
+    pub contended_attempts: u32,
+    /// Auto-renewals that extended the lease.
+    pub renewals: u32,
+    /// Auto-renewals that did not: the lease was lost, or too few nodes
+    /// answered (it is then retried).
+    pub failed_renewals: u32,
+    /// When the acquire attempt that won was sent: the acquire's latency
+    /// runs from here to the grant (a fence write-back included).
+    pub granted_attempt_sent: Option<Instant>,
+}
+
 /// One lease's state machine, driven by the run loop in the crate docs.
 #[derive(Debug)]
 pub struct Lock {
@@ -125,6 +145,9 @@ pub struct Lock {
     extend: Option<Round>,
     /// Nodes where our key may exist: granted, or an unknown outcome.
     maybe_holding: Vec<bool>,
+    /// Nodes where an attempt may have left us in the fair line (kinds
+    /// that queue): an acquire that ends without the lease leaves it there.
+    queued: Vec<bool>,
     /// Compensating releases and reclaims in flight (their replies change
     /// nothing but a refused wake-up).
     cleanup: Vec<CommandId>,
@@ -152,6 +175,7 @@ pub struct Lock {
     renew_until: Option<Instant>,
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
     replicas: Option<WaitReplicas>,
+    stats: LockStats,
 }
 
 impl Lock {
@@ -163,6 +187,7 @@ impl Lock {
             rng: config.seed | 1,
             current_ttl: config.ttl,
             maybe_holding: vec![false; nodes],
+            queued: vec![false; nodes],
             config: LockConfig { nodes, ..config },
             state: State::Idle,
             commands: VecDeque::new(),
@@ -182,6 +207,7 @@ impl Lock {
             renewing,
             renew_until: None,
             replicas: None,
+            stats: LockStats::default(),
         }
     }
 
@@ -313,6 +339,7 @@ impl Lock {
                 }
                 self.state = State::Releasing;
                 self.compensate(now, true);
+                self.leave_line();
                 self.settle_if_idle();
             }
             State::Releasing | State::Done => {}
@@ -338,9 +365,14 @@ impl Lock {
         {
             let round = self.round.as_ref().expect("matched above");
             if round.kind == RoundKind::Attempt {
+                let node = round.ids[at].1;
                 // Only a node that surely did not set our key can be forgotten.
                 if let Some(Outcome::No(_) | Outcome::Failed(_)) = round.outcomes[at] {
-                    self.maybe_holding[round.ids[at].1] = false;
+                    self.maybe_holding[node] = false;
+                }
+                // A grant or a refusal left no place in the line there.
+                if let Some(Outcome::Yes(_) | Outcome::Failed(_)) = round.outcomes[at] {
+                    self.queued[node] = false;
                 }
             }
             if round.is_complete() {
@@ -484,6 +516,12 @@ impl Lock {
         &self.config.keys
     }
 
+    /// What the lease holds.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        self.config.kind
+    }
+
     /// The fencing token, once acquired.
     #[must_use]
     pub fn fence(&self) -> Option<u64> {
@@ -510,6 +548,12 @@ impl Lock {
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lost
+    }
+
+    /// What this lock has been through so far (see [`LockStats`]).
+    #[must_use]
+    pub fn stats(&self) -> LockStats {
+        self.stats
     }
 
     /// An acquire failure already decided but not yet reported:

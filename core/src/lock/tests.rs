@@ -1,7 +1,7 @@
 //! Unit tests of the state machine through its public API.
 
 use super::*;
-use crate::{KeySpace, Script};
+use crate::{KeySpace, Kind, Script};
 
 fn ms(n: u64) -> Instant {
     Instant::from_epoch(Duration::from_millis(n))
@@ -10,6 +10,7 @@ fn ms(n: u64) -> Instant {
 fn lock(nodes: usize, wait: Wait, auto_renew: bool) -> Lock {
     let name = LockName::new("job").unwrap();
     Lock::new(LockConfig {
+        kind: Kind::Mutex,
         keys: KeySpace::default().keys(&name),
         name,
         token: Token("t".into()),
@@ -482,4 +483,33 @@ fn a_cancelled_acquire_is_underway_until_its_compensation_is_answered() {
     assert_eq!(l.progress(), Progress::Underway);
     l.handle_reply(ms(2), r.id, Reply::Int(1));
     assert_eq!(l.progress(), Progress::Finished);
+}
+
+#[test]
+fn stats_count_contended_attempts_renewals_and_the_winning_send() {
+    let mut l = lock(1, Wait::Bounded(Duration::from_secs(5)), true);
+    l.acquire(ms(0)).unwrap();
+    for (at, pttl) in [(1, 5), (7, 3)] {
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(at), c.id, held(pttl));
+        l.handle_wakeup(ms(at + 1));
+    }
+    assert_eq!(l.stats().contended_attempts, 2);
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(12), c.id, granted(9));
+    assert_eq!(l.stats().granted_attempt_sent, Some(ms(8)));
+    let _ = events(&mut l);
+
+    // Auto-renewals every ttl/3: one extends, the next finds the lock gone.
+    l.handle_timeout(l.poll_timeout().unwrap());
+    let [renewal] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(350), renewal.id, Reply::Int(1));
+    l.handle_timeout(l.poll_timeout().unwrap());
+    let [renewal] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(700), renewal.id, Reply::Int(0));
+    // A caller's own extend is not a renewal.
+    l.extend(ms(701), None).unwrap();
+    let stats = l.stats();
+    assert_eq!((stats.renewals, stats.failed_renewals), (1, 1));
+    assert_eq!(stats.contended_attempts, 2);
 }
