@@ -76,13 +76,15 @@ function promised(start) {
 /** The addon's classes, given promise-returning methods over its `start*` calls. */
 function install(native) {
   completions = new native.Completions(drain)
-  const { NativeClient, NativeLease } = native
+  const { NativeClient, NativeLease, NativeLockList, NativeLockWatch } = native
   const startConnect = promised(function (id, urls, options) {
     native.startConnect(completions, id, urls, options)
   })
   for (const [cls, methods] of [
     [NativeClient, ['acquire', 'tryAcquire', 'inspect', 'forceRelease', 'close']],
-    [NativeLease, ['extend', 'release', 'held']],
+    [NativeLease, ['extend', 'release', 'held', 'fencedSet', 'fencedHset']],
+    [NativeLockList, ['next']],
+    [NativeLockWatch, ['next']],
   ]) {
     for (const method of methods) {
       const start = cls.prototype[`start${method[0].toUpperCase()}${method.slice(1)}`]

@@ -137,24 +137,30 @@ export declare class NativeLease {
   /** Stop auto-renewal (no command; a no-op without autoRenew). */
   stopRenewing(): void
   /**
-   * Fenced write of the hash `key` (field `value`): rejects with
-   * `STALE_FENCE(accepted)` if it accepted a newer fence.
+   * Fenced write of the hash `key` (field `value`): settles `id`, or
+   * fails with `STALE_FENCE(accepted)` if it accepted a newer fence.
    */
-  fencedSet(key: NameArg, value: NameArg): Promise<undefined>
+  startFencedSet(id: number, key: NameArg, value: NameArg): void
   /** Fenced write of one field of the hash `key`. */
-  fencedHset(key: NameArg, field: NameArg, value: NameArg): Promise<undefined>
+  startFencedHset(id: number, key: NameArg, field: NameArg, value: NameArg): void
 }
 
 /** `client.list(pattern)`'s cursor. */
 export declare class NativeLockList {
-  /** Resolves to the next held lock, or null once every one was read. */
-  next(): Promise<NativeListedLock | null>
+  /**
+   * Settles `id` with the next held lock (a [`NativeListedLock`]), or
+   * null once every one was read.
+   */
+  startNext(id: number): void
 }
 
 /** `client.watch(name)`'s cursor. */
 export declare class NativeLockWatch {
-  /** Resolves to the lock now (first call), then at its next change. */
-  next(): Promise<NativeLockInfo>
+  /**
+   * Settles `id` with the lock now (first call), then at its next
+   * change (a [`NativeLockInfo`]).
+   */
+  startNext(id: number): void
 }
 
 /** Start aggregating the driver's metrics (idempotent). */

@@ -88,7 +88,8 @@ impl Queue {
         };
         if first {
             // Fails only once the environment is gone: nobody is waiting.
-            self.doorbell.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            self.doorbell
+                .call((), ThreadsafeFunctionCallMode::NonBlocking);
         }
     }
 }

@@ -32,9 +32,9 @@ use completions::{Completions, Queue};
 use fencelock::{
     ClientConfig, ClientSettings, FenceGrace, KeySpace, LockName, MaxHold, Timeout, Ttl, Wait,
 };
-use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Env, Status, ValueType};
+use napi::{Status, ValueType};
 use napi_derive::napi;
 use tokio::sync::watch;
 
@@ -604,16 +604,8 @@ impl NativeClient {
         let client = self.inner.clone();
         let kind = kind_of(kind);
         self.calls.spawn(id, async move {
-            let info = client
-                .inspect_as(kind, name.name)
-                .await
-                .map_err(lock_error)?;
-            Ok(NativeLockInfo {
-                held: info.held,
-                ttl: info.ttl.map(|d| d.as_millis() as f64),
-                fence: info.fence.map(BigInt::from),
-                held_by_me: info.held_by_me,
-            })
+            let info = client.inspect_as(kind, name.name).await;
+            info.map(ops::info).map_err(lock_error)
         });
         Ok(())
     }
@@ -637,7 +629,7 @@ impl NativeClient {
     pub fn list(&self, pattern: NameArg<'_>) -> Result<ops::NativeLockList> {
         let (pattern, is_buffer) = ops::pattern_arg(pattern)?;
         let list = self.inner.list_matching(pattern).map_err(lock_error)?;
-        Ok(ops::NativeLockList::new(list, is_buffer))
+        Ok(ops::NativeLockList::new(list, is_buffer, &self.calls))
     }
 
     /// A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
@@ -654,7 +646,7 @@ impl NativeClient {
             .inner
             .watch_named(name.name, interval)
             .map_err(lock_error)?;
-        Ok(ops::NativeLockWatch::new(watch))
+        Ok(ops::NativeLockWatch::new(watch, &self.calls))
     }
 
     #[napi]
@@ -784,36 +776,35 @@ impl NativeLease {
         self.inner.stop_renewing();
     }
 
-    /// Fenced write of the hash `key` (field `value`): rejects with
-    /// `STALE_FENCE(accepted)` if it accepted a newer fence.
+    /// Fenced write of the hash `key` (field `value`): settles `id`, or
+    /// fails with `STALE_FENCE(accepted)` if it accepted a newer fence.
     #[napi]
-    pub fn fenced_set<'env>(
-        &self,
-        env: &'env Env,
-        key: NameArg<'_>,
-        value: NameArg<'_>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    pub fn start_fenced_set(&self, id: u32, key: NameArg<'_>, value: NameArg<'_>) -> Result<()> {
         let (key, value) = (data_arg("key", key)?, data_arg("value", value)?);
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move { lease.fenced_set(key, value).await.map_err(lock_error) })
+        self.calls.spawn(id, async move {
+            lease.fenced_set(key, value).await.map_err(lock_error)
+        });
+        Ok(())
     }
 
     /// Fenced write of one field of the hash `key`.
     #[napi]
-    pub fn fenced_hset<'env>(
+    pub fn start_fenced_hset(
         &self,
-        env: &'env Env,
+        id: u32,
         key: NameArg<'_>,
         field: NameArg<'_>,
         value: NameArg<'_>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    ) -> Result<()> {
         let key = data_arg("key", key)?;
         let (field, value) = (data_arg("field", field)?, data_arg("value", value)?);
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move {
+        self.calls.spawn(id, async move {
             let written = lease.fenced_hset(key, field, value).await;
             written.map_err(lock_error)
-        })
+        });
+        Ok(())
     }
 }
 
