@@ -58,6 +58,37 @@ test('concurrent calls settle each with its own outcome', async () => {
   for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
 })
 
+test('permits, fenced writes and cursor steps settle in the same batches', async () => {
+  const [semName, name, key] = [uniqueName('batchsem'), uniqueName('batchlist'), uniqueName('batchkey')]
+  const sem = client.semaphore(semName, { permits: 2 })
+  const [permits, mutex] = await Promise.all([
+    Promise.all([sem.acquire({ ttl: 10_000 }), sem.acquire({ ttl: 10_000 })]),
+    client.acquire(name, { ttl: 10_000 }),
+  ])
+  const watch = client.watch(name)[Symbol.asyncIterator]()
+  const [third, info, , , listed, watched] = await Promise.all([
+    other.semaphore(semName, { permits: 2 }).tryAcquire({ ttl: 10_000 }),
+    sem.inspect(),
+    permits[0].fencedSet(key, 'value'),
+    permits[1].fencedHSet(`${key}:h`, 'field', 'note'),
+    (async () => {
+      const items = []
+      for await (const item of client.list(name)) items.push(item)
+      return items
+    })(),
+    watch.next(),
+  ])
+  assert.equal(third, null) // both permits held: the kind reached the addon
+  assert.equal(info.heldByMe, true)
+  assert.equal(await raw.cmd('HGET', key, 'value'), 'value')
+  assert.equal(await raw.cmd('HGET', `${key}:h`, 'field'), 'note')
+  assert.deepEqual(listed.map((l) => [l.name, l.info.fence]), [[name, mutex.fence]])
+  assert.equal(watched.value.fence, mutex.fence)
+  await watch.return()
+  await Promise.all([...permits, mutex].map((l) => l.release()))
+  await raw.cmd('DEL', key, `${key}:h`)
+})
+
 test('worker threads: each environment settles its own calls', async () => {
   const name = uniqueName('worker')
   const source = `
