@@ -95,8 +95,8 @@ if [ ! -f "$NODE_DIR/.installed" ] || [ "$ROOT/bench/node/package.json" -nt "$NO
 fi
 pkg=$NODE_DIR/fencelock
 mkdir -p "$pkg"
-cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/errors.js \
-  "$ROOT"/node/client.js "$ROOT"/node/metrics.js "$ROOT"/node/package.json "$pkg/"
+cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/calls.js "$ROOT"/node/errors.js \
+  "$ROOT"/node/client.js "$ROOT"/node/primitives.js "$ROOT"/node/metrics.js "$ROOT"/node/package.json "$pkg/"
 cp "$rel/libfencelock_node.so" "$pkg/fencelock.linux-x64-gnu.node"
 # fencelock/wasm: its release build (size-optimised wasm, wasm-bindgen glue).
 log "npm run build:wasm (fencelock/wasm)"

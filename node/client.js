@@ -1,10 +1,11 @@
 'use strict'
 // The public Client and Lease classes over a backend handle: the napi addon
 // (index.js) or the WebAssembly driver (wasm/driver.js), which implement the
-// same small interface (acquire/tryAcquire/close, resolving to a grant whose
-// claim() gives the lease handle, or null if the acquire was cancelled after
-// the grant: the backend then releases it; lease getters, extend/release,
-// lostMessage/watchLost; a CancelHandle class).
+// same small interface (acquire/tryAcquire/close, resolving to the lease
+// handle or, when given a CancelHandle, to a grant whose claim() gives the
+// handle, or null if the acquire was cancelled after the grant: the backend
+// then releases it; lease getters, extend/release, lostMessage/watchLost; a
+// CancelHandle class).
 //
 // Everything about locks happens in Rust (the driver or the wasm core). This
 // file only does what has to be JavaScript: AbortSignal plumbing,
@@ -302,7 +303,9 @@ class Client {
       signal?.removeEventListener('abort', onAbort)
     }
     if (grant == null) return null
-    const handle = grant.claim()
+    // With a signal the backend answers with a grant to claim: null if the
+    // signal aborted after the grant (the backend then releases the lock).
+    const handle = cancel === undefined ? grant : grant.claim()
     if (handle == null) throw signal.reason
     return new Lease(kCreate, handle, name)
   }

@@ -3,6 +3,8 @@
 // the napi addon. Where the addon cannot load, native.js says to use
 // `fencelock/wasm` (the same API over the app's own Redis client).
 const native = require('./native.js')
+// The addon's asynchronous calls as promise-returning methods (calls.js).
+const { connect } = require('./calls.js').install(native)
 const base = require('./client.js')
 const primitives = require('./primitives.js')
 // The error classes are exported as errors.js defines them (one set for both entries).
@@ -16,7 +18,7 @@ class Client extends base.Client {
   static async connect(urls, options) {
     let handle
     try {
-      handle = await native.connect(urls, options)
+      handle = await connect(urls, options)
     } catch (err) {
       throw fromNative(err)
     }

@@ -13,6 +13,19 @@ export declare class CancelHandle {
 }
 
 /**
+ * The environment's queue, made once by `calls.js` with its drain
+ * function as the doorbell.
+ */
+export declare class Completions {
+  constructor(doorbell: () => void)
+  /**
+   * The finished calls since the last take: `[id, value, ...]`, a failed
+   * call as `~id` (negative) and its message.
+   */
+  take(): Array<unknown>
+}
+
+/**
  * What a lease holds, validated once when `client.semaphore()` or
  * `client.rwLock()` makes its handle: `new Kind('semaphore', permits)`,
  * `new Kind('read')`, `new Kind('write')`. Passed to every acquire.
@@ -30,19 +43,27 @@ export type NativeKind = Kind
 
 export declare class NativeClient {
   /**
-   * Resolves to the grant (never null: a waiting acquire fails instead).
-   * `kind`: a semaphore permit, a read or a write lock (default: the mutex).
+   * Settles `id` with the lease or, given a `cancel` handle, the grant to
+   * claim (never null: a waiting acquire fails instead). `kind`: a
+   * semaphore permit, a read or a write lock (default: the mutex).
    */
-  acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): Promise<NativeGrant>
-  /** Resolves to the grant, or null if the lock is held. */
-  tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): Promise<NativeGrant | undefined | null>
+  startAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): void
   /**
-   * What Redis says about `name` now (read-only); `client.js` turns the
-   * absent `ttl` / `fence` into null. `kind`: a semaphore's holders.
+   * Settles `id` as [`NativeClient::start_acquire`] does, or with null if
+   * the lock is held.
    */
-  inspect(name: NameArg, kind?: Kind | undefined | null): Promise<NativeLockInfo>
-  /** Remove `name` whoever holds it and advance its fence: resolves to it. */
-  forceRelease(name: NameArg): Promise<bigint>
+  startTryAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): void
+  /**
+   * What Redis says about `name` now (read-only), a [`NativeLockInfo`];
+   * `client.js` turns the absent `ttl` / `fence` into null. `kind`: a
+   * semaphore's holders.
+   */
+  startInspect(id: number, name: NameArg, kind?: Kind | undefined | null): void
+  /**
+   * Remove `name` whoever holds it and advance its fence: settles `id`
+   * with it (a bigint).
+   */
+  startForceRelease(id: number, name: NameArg): void
   /**
    * A cursor over the held locks whose names match `pattern` (checked
    * now); `client.js` iterates it.
@@ -53,7 +74,7 @@ export declare class NativeClient {
    * iterates it.
    */
   watch(name: NameArg, options: OptionsArg): NativeLockWatch
-  close(): Promise<undefined>
+  startClose(id: number): void
 }
 
 /**
@@ -79,9 +100,9 @@ export declare class NativeFencedUpdate {
 }
 
 /**
- * A lease won for a JS acquire, not yet taken by its caller: the driver's
- * `Granted`. Dropped unclaimed (refused by `claim()`, or garbage-collected),
- * the driver releases the lock.
+ * A lease won for a JS acquire with a signal, not yet taken by its
+ * caller: the driver's `Granted`. Dropped unclaimed (refused by `claim()`,
+ * or garbage-collected), the driver releases the lock.
  */
 export declare class NativeGrant {
   /**
@@ -109,35 +130,38 @@ export declare class NativeLease {
    * garbage-collected).
    */
   watchLost(callback: LostCallback): void
-  extend(ttl: NumberArg): Promise<undefined>
-  release(): Promise<undefined>
-  /** Whether this lease still holds the lock, asked of Redis. */
-  held(): Promise<boolean>
+  startExtend(id: number, ttl: NumberArg): void
+  startRelease(id: number): void
+  /** Whether this lease still holds the lock, asked of Redis (a boolean). */
+  startHeld(id: number): void
   /** Stop auto-renewal (no command; a no-op without autoRenew). */
   stopRenewing(): void
   /**
-   * Fenced write of the hash `key` (field `value`): rejects with
-   * `STALE_FENCE(accepted)` if it accepted a newer fence.
+   * Fenced write of the hash `key` (field `value`): settles `id`, or
+   * fails with `STALE_FENCE(accepted)` if it accepted a newer fence.
    */
-  fencedSet(key: NameArg, value: NameArg): Promise<undefined>
+  startFencedSet(id: number, key: NameArg, value: NameArg): void
   /** Fenced write of one field of the hash `key`. */
-  fencedHset(key: NameArg, field: NameArg, value: NameArg): Promise<undefined>
+  startFencedHset(id: number, key: NameArg, field: NameArg, value: NameArg): void
 }
 
 /** `client.list(pattern)`'s cursor. */
 export declare class NativeLockList {
-  /** Resolves to the next held lock, or null once every one was read. */
-  next(): Promise<NativeListedLock | null>
+  /**
+   * Settles `id` with the next held lock (a [`NativeListedLock`]), or
+   * null once every one was read.
+   */
+  startNext(id: number): void
 }
 
 /** `client.watch(name)`'s cursor. */
 export declare class NativeLockWatch {
-  /** Resolves to the lock now (first call), then at its next change. */
-  next(): Promise<NativeLockInfo>
+  /**
+   * Settles `id` with the lock now (first call), then at its next
+   * change (a [`NativeLockInfo`]).
+   */
+  startNext(id: number): void
 }
-
-/** Connect to one Redis URL or to several independent nodes (Redlock). */
-export declare function connect(urls: string | Array<string> | unknown, options: OptionsArg): Promise<NativeClient>
 
 /** Start aggregating the driver's metrics (idempotent). */
 export declare function metricsEnable(): void
@@ -183,3 +207,9 @@ export interface NativeSample {
   labels: Record<string, string>
   value: number
 }
+
+/**
+ * Connect to one Redis URL or to several independent nodes (Redlock);
+ * settles `id` with the [`NativeClient`]. Its calls report to `completions`.
+ */
+export declare function startConnect(completions: Completions, id: number, urls: string | Array<string> | unknown, options: OptionsArg): void

@@ -207,6 +207,12 @@ function cpuUs() {
   return u.user + u.system
 }
 
+// Thread wake-ups of the whole process (every thread's voluntary context
+// switches): what crossing between the JS thread and a native runtime costs.
+function wakeUps() {
+  return process.resourceUsage().voluntaryContextSwitches
+}
+
 async function runCycles(a, kind) {
   const shapes = {
     s1: [[a.url], 1, false, false],
@@ -224,10 +230,12 @@ async function runCycles(a, kind) {
   const names = Array.from({ length: workers }, (_, i) => (shared ? base : `${base}:${i}`))
   await phase(imp, names, performance.now() + Math.min(a.secs / 4, 0.3) * 1000, waitOnly)
   const cpu0 = cpuUs()
+  const wake0 = wakeUps()
   const t0 = performance.now()
   const results = await phase(imp, names, t0 + a.secs * 1000, waitOnly)
   const elapsed = (performance.now() - t0) / 1000
   const cpu = cpuUs() - cpu0
+  const wakes = wakeUps() - wake0
   await imp.close()
   const lat = results.flatMap((r) => r.lat).sort((x, y) => x - y)
   const per = results.map((r) => r.lat.length)
@@ -237,6 +245,7 @@ async function runCycles(a, kind) {
     secs: Number(elapsed.toFixed(4)), rate: Number((lat.length / elapsed).toFixed(1)),
     p50_us: pct(0.5) && Number(pct(0.5).toFixed(1)), p99_us: pct(0.99) && Number(pct(0.99).toFixed(1)),
     cpu_us_per_cycle: lat.length ? Number((cpu / lat.length).toFixed(2)) : null,
+    wakeups_per_cycle: lat.length ? Number((wakes / lat.length).toFixed(2)) : null,
     errors: results.reduce((s, r) => s + r.errors, 0),
     min_per_worker: Math.min(...per), max_per_worker: Math.max(...per), workers,
   }
@@ -247,6 +256,7 @@ async function runMem(a, kind, lines) {
   for (let i = 0; i < 100; i++) await imp.release(await imp.acquire(`bench:mem:warm:${i}`))
   globalThis.gc?.()
   const rss0 = rssBytes()
+  const heap0 = process.memoryUsage().heapUsed
   const held = []
   for (let start = 0; start < a.leases; start += 256) {
     const batch = []
@@ -255,9 +265,13 @@ async function runMem(a, kind, lines) {
   }
   globalThis.gc?.()
   const rss1 = rssBytes()
+  const heap1 = process.memoryUsage().heapUsed
   console.log(JSON.stringify({
     lang: 'node', scenario: 'mem', impl: kind, leases: held.length,
     rss_bytes_per_lease: Number(((rss1 - rss0) / held.length).toFixed(1)), holding: true,
+    // The part of the RSS growth that is live JavaScript objects (the rest
+    // is native memory and heap pages V8 keeps).
+    js_heap_bytes_per_lease: Number(((heap1 - heap0) / held.length).toFixed(1)),
   }))
   await lines.next()
   for (const h of held) await imp.release(h).catch(() => {})

@@ -13,18 +13,28 @@
 //! `INVALID_TYPE` (a JS value of the wrong type: JS `TypeError`) or
 //! `ABORTED` (the acquire was cancelled through its `CancelHandle`).
 //!
-//! Acquires resolve to a [`NativeGrant`] that `client.js` claims; a lease
-//! that never reaches the caller is released by the driver (its `Granted`),
-//! and loss is watched by the driver's `Lease::on_lost`.
+//! Asynchronous calls (`start*`) take a promise id from `node/calls.js` and
+//! return at once; their results reach JavaScript in batches
+//! ([`completions`]). An acquire settles with its [`NativeLease`], claimed
+//! on the JS thread as it is delivered or, when the caller passed a signal,
+//! with a [`NativeGrant`] that `client.js` claims once it knows the signal
+//! did not abort; a lease that never reaches the caller is released by the
+//! driver (its `Granted`), and loss is watched by the driver's
+//! `Lease::on_lost`.
+
+mod completions;
+mod runtime;
 
 use std::sync::{Arc, Mutex};
+
+use completions::{Completions, Queue};
 
 use fencelock::{
     ClientConfig, ClientSettings, FenceGrace, KeySpace, LockName, MaxHold, Timeout, Ttl, Wait,
 };
-use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{BigInt, Buffer, Either, Either3, Object, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Env, Status, ValueType};
+use napi::{Status, ValueType};
 use napi_derive::napi;
 use tokio::sync::watch;
 
@@ -437,29 +447,16 @@ async fn cancellable<T>(
     }
 }
 
-/// A lease won for a JS acquire, not yet taken by its caller: the driver's
-/// `Granted`. Dropped unclaimed (refused by `claim()`, or garbage-collected),
-/// the driver releases the lock.
+/// A lease won for a JS acquire with a signal, not yet taken by its
+/// caller: the driver's `Granted`. Dropped unclaimed (refused by `claim()`,
+/// or garbage-collected), the driver releases the lock.
 #[napi]
 #[derive(Debug)]
 pub struct NativeGrant {
     granted: Mutex<Option<fencelock::Granted>>,
-    cancel: Option<watch::Receiver<bool>>,
+    cancel: watch::Receiver<bool>,
     is_buffer: bool,
-}
-
-impl NativeGrant {
-    fn new(
-        granted: fencelock::Granted,
-        cancel: Option<watch::Receiver<bool>>,
-        is_buffer: bool,
-    ) -> Self {
-        NativeGrant {
-            granted: Mutex::new(Some(granted)),
-            cancel,
-            is_buffer,
-        }
-    }
+    calls: Arc<Queue>,
 }
 
 #[napi]
@@ -474,132 +471,156 @@ impl NativeGrant {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()?;
-        if self.cancel.as_ref().is_some_and(|rx| *rx.borrow()) {
+        if *self.cancel.borrow() {
             drop(granted); // unclaimed: the driver releases it
             return None;
         }
-        Some(NativeLease::new(granted.claim(), self.is_buffer))
+        Some(NativeLease {
+            inner: Arc::new(granted.claim()),
+            is_buffer: self.is_buffer,
+            calls: Arc::clone(&self.calls),
+        })
     }
 }
 
 // ---------------------------------------------------------------- client
 
-/// Connect to one Redis URL or to several independent nodes (Redlock).
+/// Connect to one Redis URL or to several independent nodes (Redlock);
+/// settles `id` with the [`NativeClient`]. Its calls report to `completions`.
 #[napi]
-pub fn connect<'env>(
-    env: &'env Env,
+pub fn start_connect(
+    completions: &Completions,
+    id: u32,
     urls: Either3<String, Vec<String>, Unknown<'_>>,
     options: OptionsArg<'_>,
-) -> Result<PromiseRaw<'env, NativeClient>> {
+) -> Result<()> {
     let urls = urls_arg(urls)?;
     let config = ClientConfig::from_settings(urls, client_options(options)?).map_err(lock_error)?;
-    env.spawn_future(async move {
+    let calls = Arc::clone(completions.queue());
+    completions.queue().spawn(id, async move {
         let inner = fencelock::Client::connect_config(config)
             .await
             .map_err(lock_error)?;
-        Ok(NativeClient { inner })
-    })
+        Ok(NativeClient { inner, calls })
+    });
+    Ok(())
 }
 
 #[napi]
 #[derive(Debug)]
 pub struct NativeClient {
     inner: fencelock::Client,
+    calls: Arc<Queue>,
 }
 
 impl NativeClient {
-    fn start<'env>(
+    fn start(
         &self,
-        env: &'env Env,
+        id: u32,
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
         once: bool,
         kind: Option<&NativeKind>,
-    ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
+    ) -> Result<()> {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
-        // Called here, not in the future: the place in the local line is
+        // Called here, not in the task: the place in the local line is
         // taken in call order.
         let acquiring = self
             .inner
             .acquire_as(kind_of(kind), name.name, &options, once);
-        env.spawn_future(async move {
+        let calls = Arc::clone(&self.calls);
+        let is_buffer = name.is_buffer;
+        let grant = async move {
             let granted = cancellable(cancel.clone(), acquiring).await?;
-            Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
-        })
+            Ok(granted.map(|granted| (granted, cancel, is_buffer, calls)))
+        };
+        self.calls.spawn_then(id, grant, |grant| {
+            grant.map(|(granted, cancel, is_buffer, calls)| match cancel {
+                // Claimed here, on the JS thread, as the promise settles:
+                // a grant that never gets here is released by the driver.
+                None => Either::A(NativeLease {
+                    inner: Arc::new(granted.claim()),
+                    is_buffer,
+                    calls,
+                }),
+                // The caller's signal may still abort before it takes it.
+                Some(cancel) => Either::B(NativeGrant {
+                    granted: Mutex::new(Some(granted)),
+                    cancel,
+                    is_buffer,
+                    calls,
+                }),
+            })
+        });
+        Ok(())
     }
 }
 
 #[napi]
 impl NativeClient {
-    /// Resolves to the grant (never null: a waiting acquire fails instead).
-    /// `kind`: a semaphore permit, a read or a write lock (default: the mutex).
-    #[napi(ts_return_type = "Promise<NativeGrant>")]
-    pub fn acquire<'env>(
+    /// Settles `id` with the lease or, given a `cancel` handle, the grant to
+    /// claim (never null: a waiting acquire fails instead). `kind`: a
+    /// semaphore permit, a read or a write lock (default: the mutex).
+    #[napi]
+    pub fn start_acquire(
         &self,
-        env: &'env Env,
+        id: u32,
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
         kind: Option<&NativeKind>,
-    ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        self.start(env, name, options, cancel, false, kind)
+    ) -> Result<()> {
+        self.start(id, name, options, cancel, false, kind)
     }
 
-    /// Resolves to the grant, or null if the lock is held.
+    /// Settles `id` as [`NativeClient::start_acquire`] does, or with null if
+    /// the lock is held.
     #[napi]
-    pub fn try_acquire<'env>(
+    pub fn start_try_acquire(
         &self,
-        env: &'env Env,
+        id: u32,
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
         kind: Option<&NativeKind>,
-    ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        self.start(env, name, options, cancel, true, kind)
+    ) -> Result<()> {
+        self.start(id, name, options, cancel, true, kind)
     }
 
-    /// What Redis says about `name` now (read-only); `client.js` turns the
-    /// absent `ttl` / `fence` into null. `kind`: a semaphore's holders.
+    /// What Redis says about `name` now (read-only), a [`NativeLockInfo`];
+    /// `client.js` turns the absent `ttl` / `fence` into null. `kind`: a
+    /// semaphore's holders.
     #[napi]
-    pub fn inspect<'env>(
+    pub fn start_inspect(
         &self,
-        env: &'env Env,
+        id: u32,
         name: NameArg<'_>,
         kind: Option<&NativeKind>,
-    ) -> Result<PromiseRaw<'env, NativeLockInfo>> {
+    ) -> Result<()> {
         let name = name_arg(name)?;
         let client = self.inner.clone();
         let kind = kind_of(kind);
-        env.spawn_future(async move {
-            let info = client
-                .inspect_as(kind, name.name)
-                .await
-                .map_err(lock_error)?;
-            Ok(NativeLockInfo {
-                held: info.held,
-                ttl: info.ttl.map(|d| d.as_millis() as f64),
-                fence: info.fence.map(BigInt::from),
-                held_by_me: info.held_by_me,
-            })
-        })
+        self.calls.spawn(id, async move {
+            let info = client.inspect_as(kind, name.name).await;
+            info.map(ops::info).map_err(lock_error)
+        });
+        Ok(())
     }
 
-    /// Remove `name` whoever holds it and advance its fence: resolves to it.
+    /// Remove `name` whoever holds it and advance its fence: settles `id`
+    /// with it (a bigint).
     #[napi]
-    pub fn force_release<'env>(
-        &self,
-        env: &'env Env,
-        name: NameArg<'_>,
-    ) -> Result<PromiseRaw<'env, BigInt>> {
+    pub fn start_force_release(&self, id: u32, name: NameArg<'_>) -> Result<()> {
         let name = name_arg(name)?;
         let client = self.inner.clone();
-        env.spawn_future(async move {
+        self.calls.spawn(id, async move {
             let fence = client.force_release_named(name.name).await;
             fence.map(BigInt::from).map_err(lock_error)
-        })
+        });
+        Ok(())
     }
 
     /// A cursor over the held locks whose names match `pattern` (checked
@@ -608,7 +629,7 @@ impl NativeClient {
     pub fn list(&self, pattern: NameArg<'_>) -> Result<ops::NativeLockList> {
         let (pattern, is_buffer) = ops::pattern_arg(pattern)?;
         let list = self.inner.list_matching(pattern).map_err(lock_error)?;
-        Ok(ops::NativeLockList::new(list, is_buffer))
+        Ok(ops::NativeLockList::new(list, is_buffer, &self.calls))
     }
 
     /// A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
@@ -625,16 +646,16 @@ impl NativeClient {
             .inner
             .watch_named(name.name, interval)
             .map_err(lock_error)?;
-        Ok(ops::NativeLockWatch::new(watch))
+        Ok(ops::NativeLockWatch::new(watch, &self.calls))
     }
 
     #[napi]
-    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    pub fn start_close(&self, id: u32) {
         let client = self.inner.clone();
-        env.spawn_future(async move {
+        self.calls.spawn(id, async move {
             client.close().await;
             Ok(())
-        })
+        });
     }
 }
 
@@ -660,15 +681,7 @@ type LostCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
 pub struct NativeLease {
     inner: Arc<fencelock::Lease>,
     is_buffer: bool,
-}
-
-impl NativeLease {
-    fn new(lease: fencelock::Lease, is_buffer: bool) -> Self {
-        NativeLease {
-            inner: Arc::new(lease),
-            is_buffer,
-        }
-    }
+    calls: Arc<Queue>,
 }
 
 fn lost_message(lease: &fencelock::Lease) -> String {
@@ -733,23 +746,28 @@ impl NativeLease {
     }
 
     #[napi]
-    pub fn extend<'env>(&self, env: &'env Env, ttl: NumberArg<'_>) -> Result<PromiseRaw<'env, ()>> {
+    pub fn start_extend(&self, id: u32, ttl: NumberArg<'_>) -> Result<()> {
         let ttl = ttl_arg("ttl", ttl)?;
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move { lease.extend_ttl(ttl).await.map_err(lock_error) })
+        self.calls.spawn(id, async move {
+            lease.extend_ttl(ttl).await.map_err(lock_error)
+        });
+        Ok(())
     }
 
     #[napi]
-    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+    pub fn start_release(&self, id: u32) {
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move { lease.release().await.map_err(lock_error) })
+        self.calls
+            .spawn(id, async move { lease.release().await.map_err(lock_error) });
     }
 
-    /// Whether this lease still holds the lock, asked of Redis.
+    /// Whether this lease still holds the lock, asked of Redis (a boolean).
     #[napi]
-    pub fn held<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+    pub fn start_held(&self, id: u32) {
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move { lease.held().await.map_err(lock_error) })
+        self.calls
+            .spawn(id, async move { lease.held().await.map_err(lock_error) });
     }
 
     /// Stop auto-renewal (no command; a no-op without autoRenew).
@@ -758,36 +776,35 @@ impl NativeLease {
         self.inner.stop_renewing();
     }
 
-    /// Fenced write of the hash `key` (field `value`): rejects with
-    /// `STALE_FENCE(accepted)` if it accepted a newer fence.
+    /// Fenced write of the hash `key` (field `value`): settles `id`, or
+    /// fails with `STALE_FENCE(accepted)` if it accepted a newer fence.
     #[napi]
-    pub fn fenced_set<'env>(
-        &self,
-        env: &'env Env,
-        key: NameArg<'_>,
-        value: NameArg<'_>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    pub fn start_fenced_set(&self, id: u32, key: NameArg<'_>, value: NameArg<'_>) -> Result<()> {
         let (key, value) = (data_arg("key", key)?, data_arg("value", value)?);
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move { lease.fenced_set(key, value).await.map_err(lock_error) })
+        self.calls.spawn(id, async move {
+            lease.fenced_set(key, value).await.map_err(lock_error)
+        });
+        Ok(())
     }
 
     /// Fenced write of one field of the hash `key`.
     #[napi]
-    pub fn fenced_hset<'env>(
+    pub fn start_fenced_hset(
         &self,
-        env: &'env Env,
+        id: u32,
         key: NameArg<'_>,
         field: NameArg<'_>,
         value: NameArg<'_>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    ) -> Result<()> {
         let key = data_arg("key", key)?;
         let (field, value) = (data_arg("field", field)?, data_arg("value", value)?);
         let lease = Arc::clone(&self.inner);
-        env.spawn_future(async move {
+        self.calls.spawn(id, async move {
             let written = lease.fenced_hset(key, field, value).await;
             written.map_err(lock_error)
-        })
+        });
+        Ok(())
     }
 }
 

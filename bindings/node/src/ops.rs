@@ -1,6 +1,7 @@
 //! Operator tools: `client.list(pattern)` and `client.watch(name)` as
 //! native cursors (`client.js` turns them into async iterators, one
-//! `next()` promise per item), and the driver's metrics snapshot for
+//! `next()` promise per item, settled through `completions` like every
+//! call of the addon), and the driver's metrics snapshot for
 //! `metrics.js` (one call per scrape: no JavaScript runs per lock event and
 //! the tokio side never waits for the JS thread).
 
@@ -9,11 +10,11 @@ use std::sync::Arc;
 
 use fencelock::metrics::{self, Values};
 use fencelock::{LockList, LockWatch, NamePattern, Timeout, DEFAULT_WATCH_INTERVAL};
-use napi::bindgen_prelude::{Buffer, Either, Either3, PromiseRaw};
-use napi::Env;
+use napi::bindgen_prelude::{Buffer, Either, Either3};
 use napi_derive::napi;
 use tokio::sync::Mutex;
 
+use crate::completions::Queue;
 use crate::{
     known_keys, lock_error, number_arg, options_object, type_error, NameArg, NativeLockInfo,
     NumberArg, OptionsArg, Result, MILLIS,
@@ -47,7 +48,7 @@ pub(crate) fn watch_interval(value: OptionsArg<'_>) -> Result<Timeout> {
 }
 
 /// A listed lock's name: a string, unless the pattern was a Buffer or the
-/// name is not UTF-8.
+/// name is not UTF-8. Made on the JS thread, as its promise settles.
 fn found_name(name: &fencelock::LockName, as_buffer: bool) -> Either<String, Buffer> {
     match std::str::from_utf8(name.as_bytes()) {
         Ok(text) if !as_buffer => Either::A(text.to_owned()),
@@ -84,13 +85,15 @@ impl std::fmt::Debug for NativeListedLock {
 pub struct NativeLockList {
     inner: Arc<Mutex<LockList>>,
     is_buffer: bool,
+    calls: Arc<Queue>,
 }
 
 impl NativeLockList {
-    pub(crate) fn new(list: LockList, is_buffer: bool) -> Self {
+    pub(crate) fn new(list: LockList, is_buffer: bool, calls: &Arc<Queue>) -> Self {
         NativeLockList {
             inner: Arc::new(Mutex::new(list)),
             is_buffer,
+            calls: Arc::clone(calls),
         }
     }
 }
@@ -103,17 +106,21 @@ impl std::fmt::Debug for NativeLockList {
 
 #[napi]
 impl NativeLockList {
-    /// Resolves to the next held lock, or null once every one was read.
-    #[napi(ts_return_type = "Promise<NativeListedLock | null>")]
-    pub fn next<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Option<NativeListedLock>>> {
+    /// Settles `id` with the next held lock (a [`NativeListedLock`]), or
+    /// null once every one was read.
+    #[napi]
+    pub fn start_next(&self, id: u32) {
         let (inner, is_buffer) = (Arc::clone(&self.inner), self.is_buffer);
-        env.spawn_future(async move {
+        let listed = async move {
             let listed = inner.lock().await.next().await.map_err(lock_error)?;
-            Ok(listed.map(|lock| NativeListedLock {
+            Ok((listed, is_buffer))
+        };
+        self.calls.spawn_then(id, listed, |(listed, is_buffer)| {
+            listed.map(|lock| NativeListedLock {
                 name: found_name(&lock.name, is_buffer),
                 info: info(lock.info),
-            }))
-        })
+            })
+        });
     }
 }
 
@@ -121,12 +128,14 @@ impl NativeLockList {
 #[napi]
 pub struct NativeLockWatch {
     inner: Arc<Mutex<LockWatch>>,
+    calls: Arc<Queue>,
 }
 
 impl NativeLockWatch {
-    pub(crate) fn new(watch: LockWatch) -> Self {
+    pub(crate) fn new(watch: LockWatch, calls: &Arc<Queue>) -> Self {
         NativeLockWatch {
             inner: Arc::new(Mutex::new(watch)),
+            calls: Arc::clone(calls),
         }
     }
 }
@@ -139,14 +148,15 @@ impl std::fmt::Debug for NativeLockWatch {
 
 #[napi]
 impl NativeLockWatch {
-    /// Resolves to the lock now (first call), then at its next change.
+    /// Settles `id` with the lock now (first call), then at its next
+    /// change (a [`NativeLockInfo`]).
     #[napi]
-    pub fn next<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, NativeLockInfo>> {
+    pub fn start_next(&self, id: u32) {
         let inner = Arc::clone(&self.inner);
-        env.spawn_future(async move {
+        self.calls.spawn(id, async move {
             let changed = inner.lock().await.next().await.map_err(lock_error)?;
             Ok(info(changed))
-        })
+        });
     }
 }
 

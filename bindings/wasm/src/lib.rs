@@ -22,7 +22,9 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Inspect, Instant, KeySpace, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Placeholders, Progress, Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait, Writer, Kind, Permits,
+    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Inspect, Instant,
+    KeySpace, Kind, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Permits,
+    Placeholders, Progress, Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait, Writer,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;

@@ -1,0 +1,38 @@
+//! The addon's tokio runtime: one thread of its own, started on first use
+//! and kept for the life of the process (a runtime thread never keeps Node
+//! alive).
+//!
+//! Every call of the addon runs there, and so does each client's background
+//! work (the driver keeps the runtime its client connected on). One thread
+//! serves the one JS thread of an environment: a call crosses threads twice,
+//! JS to runtime and back (`completions`). napi's default multi-thread
+//! runtime also woke a second worker to steal each new task: about 9–11
+//! context switches per acquire + release instead of 5–7, for work that
+//! takes a few microseconds.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Handle};
+
+static RUNTIME: OnceLock<Handle> = OnceLock::new();
+
+/// Run `task` on the addon's runtime.
+pub fn spawn(task: impl Future<Output = ()> + Send + 'static) {
+    handle().spawn(task);
+}
+
+fn handle() -> &'static Handle {
+    RUNTIME.get_or_init(|| {
+        let runtime = Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("fencelock: cannot start the tokio runtime");
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new()
+            .name("fencelock-tokio".into())
+            .spawn(move || runtime.block_on(std::future::pending::<()>()))
+            .expect("fencelock: cannot start the runtime thread");
+        handle
+    })
+}
