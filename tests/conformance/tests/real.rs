@@ -17,10 +17,11 @@ type Call = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
 
 fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
     match v.as_str() {
-        Some("$lock") => bytes(&sc["keys"]["lock"]),
-        Some("$fence") => bytes(&sc["keys"]["fence"]),
-        Some("$channel") => bytes(&sc["keys"]["channel"]),
         Some("$token") => b"$token".to_vec(),
+        // `$lock`, `$fence`, `$channel`, and a line's `$waiting`, `$until`.
+        Some(key) if key.starts_with('$') && sc["keys"].get(&key[1..]).is_some() => {
+            bytes(&sc["keys"][&key[1..]])
+        }
         _ => bytes(v),
     }
 }
@@ -91,6 +92,20 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
         if let Some(wait) = sc["wait_ms"].as_u64() {
             lock = lock.wait(Duration::from_millis(wait));
         }
+        // The scenario's `primitive`: the mutex (fair or not), a semaphore
+        // permit or a read-write lock side.
+        let primitive = &sc["primitive"];
+        lock = lock.fair(primitive["fair"] == true);
+        let name = bytes(&sc["lock_name"]);
+        let acquire = || match (primitive.get("semaphore"), primitive["rw"].as_str()) {
+            (Some(permits), _) => client
+                .semaphore(&name, permits.as_u64().unwrap() as u32)
+                .unwrap()
+                .acquire(&lock),
+            (_, Some("read")) => client.rw_lock(&name).unwrap().read(&lock),
+            (_, Some("write")) => client.rw_lock(&name).unwrap().write(&lock),
+            _ => client.acquire(&name, &lock),
+        };
         let mut lease: Option<Lease> = None;
         let mut got = Value::Null;
         let mut expected: Vec<Call> = Vec::new();
@@ -98,7 +113,7 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
             let at = format!("{title}: {step}");
             if let Some(call) = step["call"].as_str() {
                 got = match call {
-                    "acquire" => match client.acquire(bytes(&sc["lock_name"]), &lock).await {
+                    "acquire" => match acquire().await {
                         Ok(l) => {
                             let v = serde_json::json!({"acquired": l.fence().to_string(), "validity": l.valid_for().as_millis() as u64});
                             lease = Some(l);

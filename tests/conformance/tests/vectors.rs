@@ -200,6 +200,9 @@ fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
 /// The scenario's `primitive`: the mutex when absent.
 fn kind_of(sc: &Value) -> Kind {
     let primitive = &sc["primitive"];
+    if primitive.get("fair").and_then(Value::as_bool) == Some(true) {
+        return Kind::FairMutex;
+    }
     if let Some(permits) = primitive.get("semaphore") {
         return Kind::Semaphore(Permits::new(permits.as_u64().unwrap()).unwrap());
     }
