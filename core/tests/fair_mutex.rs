@@ -69,17 +69,18 @@ fn a_plain_holder_excludes_fair_waiters_and_they_follow_in_arrival_order() {
     sim.at(10 * MS, a, AppAction::Acquire);
     sim.at(20 * MS, b, AppAction::Acquire);
     sim.run_until(100 * MS);
-    assert_eq!(
-        sim.line(0, Kind::FairMutex),
-        [sim.token(a), sim.token(b)]
-    );
+    assert_eq!(sim.line(0, Kind::FairMutex), [sim.token(a), sim.token(b)]);
     // a is paused when the release comes: b asks first and is turned away.
     sim.clients[sim.leases[a].client]
         .pauses
         .push((150 * MS, 400 * MS));
     sim.at(200 * MS, h, AppAction::Release);
     sim.run_until(390 * MS);
-    assert_eq!(sim.leases[b].lock.state(), State::Acquiring, "b waits behind a");
+    assert_eq!(
+        sim.leases[b].lock.state(),
+        State::Acquiring,
+        "b waits behind a"
+    );
     let ta = acquired_at(&mut sim, a, 60_000 * MS);
     sim.at(ta + 10 * MS, a, AppAction::Release);
     let tb = acquired_at(&mut sim, b, 60_000 * MS);
@@ -105,7 +106,10 @@ fn a_cancelled_waiter_leaves_the_line_and_a_try_once_takes_no_place() {
     assert_eq!(sim.line(0, Kind::FairMutex), Vec::<Vec<u8>>::new());
     sim.at(210 * MS, t, AppAction::Acquire);
     let (_, ev) = sim.run_until_event(t, 400 * MS, is_acquire_done).unwrap();
-    assert!(matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })));
+    assert!(matches!(
+        ev,
+        Event::AcquireFailed(Error::NotAcquired { .. })
+    ));
     assert_eq!(scripts_sent(&sim, t), [Script::FairMutexAcquire]);
     assert_eq!(sim.leases[t].sent[0].1.args[3], b"0", "patience 0");
     assert_eq!(sim.line(0, Kind::FairMutex), Vec::<Vec<u8>>::new());
@@ -257,7 +261,10 @@ fn a_waiter_whose_wait_runs_out_leaves_the_line() {
     sim.at(0, h, AppAction::Acquire);
     sim.at(10 * MS, a, AppAction::Acquire);
     let (_, ev) = sim.run_until_event(a, 1_000 * MS, is_acquire_done).unwrap();
-    assert!(matches!(ev, Event::AcquireFailed(Error::NotAcquired { .. })));
+    assert!(matches!(
+        ev,
+        Event::AcquireFailed(Error::NotAcquired { .. })
+    ));
     sim.run_until(1_100 * MS);
     assert_eq!(sim.line(0, Kind::FairMutex), Vec::<Vec<u8>>::new());
 }

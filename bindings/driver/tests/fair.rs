@@ -39,7 +39,10 @@ async fn waiters_of_different_clients_are_served_in_arrival_order() {
     let name = unique("fair-fifo");
     let holder = Client::connect(url.as_str()).await.unwrap();
     // A plain holder: the same lock (the mutex's key and token).
-    let held = holder.acquire(&name, &LockOptions::new(secs(10))).await.unwrap();
+    let held = holder
+        .acquire(&name, &LockOptions::new(secs(10)))
+        .await
+        .unwrap();
     assert_eq!(held.kind(), Kind::Mutex);
     let waiting = line(&name).waiting;
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -98,7 +101,10 @@ async fn uncontended_is_one_round_trip_and_plain_acquirers_are_excluded() {
     assert!(lease.held().await.unwrap());
     lease.release().await.unwrap();
     // And a plain holder excludes a fair try-once.
-    let plain = other.acquire("job", &LockOptions::new(secs(5))).await.unwrap();
+    let plain = other
+        .acquire("job", &LockOptions::new(secs(5)))
+        .await
+        .unwrap();
     assert!(matches!(
         client.try_acquire("job", &fair(secs(5))).await,
         Ok(None)
@@ -143,8 +149,15 @@ async fn a_crashed_waiters_place_expires() {
         .await
         .unwrap();
     let waited = started.elapsed();
-    assert!(waited >= ms(300), "served once the place expired ({waited:?})");
-    assert_eq!(zcard(&url, &line.waiting), 0, "the crashed place was pruned");
+    assert!(
+        waited >= ms(300),
+        "served once the place expired ({waited:?})"
+    );
+    assert_eq!(
+        zcard(&url, &line.waiting),
+        0,
+        "the crashed place was pruned"
+    );
     lease.release().await.unwrap();
 }
 
@@ -187,7 +200,9 @@ async fn bad_inputs_are_refused_before_anything_is_sent() {
             Err(Error::InvalidArgument(_))
         ));
     }
-    assert!(!commandstats(&url).iter().any(|(c, _)| c.starts_with("eval")));
+    assert!(!commandstats(&url)
+        .iter()
+        .any(|(c, _)| c.starts_with("eval")));
     assert_eq!(dbsize(&url), 0);
     // A lock key of the wrong type: a Redis error, and nothing written.
     let _: () = redis::cmd("LPUSH")

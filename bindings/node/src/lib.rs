@@ -213,7 +213,9 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
     )?;
     let fair = bool_arg(
         "options.fair",
-        object.get::<Option<Either<bool, Unknown>>>("fair")?.flatten(),
+        object
+            .get::<Option<Either<bool, Unknown>>>("fair")?
+            .flatten(),
     )?;
     Ok(fencelock::LockOptions::with_ttl(ttl)
         .wait_policy(wait)

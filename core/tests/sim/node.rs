@@ -300,11 +300,9 @@ impl Node {
             return err("ERR wrong number of arguments");
         };
         let arg = |i: usize| cmd.args.get(i).and_then(|a| int(a));
-        let (Some(ttl), Some(fence_ttl), Some(patience)) = (
-            arg(1).filter(|t| *t > 0),
-            arg(2).filter(|t| *t > 0),
-            arg(3),
-        ) else {
+        let (Some(ttl), Some(fence_ttl), Some(patience)) =
+            (arg(1).filter(|t| *t > 0), arg(2).filter(|t| *t > 0), arg(3))
+        else {
             return err("ERR invalid expire time in 'set' command");
         };
         let now_ms = self.zclock_ms(now);
