@@ -197,7 +197,7 @@ def test_redlock_fair(redlock_urls: List[str], name: str) -> None:
         def queued() -> bool:
             nodes = [Redis(u) for u in redlock_urls]
             try:
-                return sum(n.execute("ZCARD", waiting) for n in nodes) >= 3
+                return sum(int(n.execute("ZCARD", waiting)) for n in nodes) >= 3
             finally:
                 for n in nodes:
                     n.close()
