@@ -5,7 +5,7 @@
 #
 #   bash bench/run.sh            full run (a few minutes) -> bench/results.md
 #   QUICK=1 bash bench/run.sh    smoke run (< 2 min)      -> .build/bench/results-quick.md
-#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s1r s4 sem rw mem)
+#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s3p s1r s4 sem rw mem)
 #   BENCH_OUT=path ...           write the table elsewhere
 #
 # Everything it installs goes OUTSIDE the source tree (gitignored .build/):

@@ -86,6 +86,15 @@ export interface LockOptions {
    * autoRenew. Out of range: RangeError; a non-number: TypeError.
    */
   maxHold?: number
+  /**
+   * Fair across processes (the mutex): waiters of every client, process and
+   * language are served in arrival order through a line in Redis whose
+   * places expire 3 s after a waiter's last attempt. The same lock as
+   * without it; a plain acquire may take a free lock ahead of the line. A
+   * fair tryAcquire never jumps it. Semaphores and writers are always fair.
+   * A non-boolean: TypeError.
+   */
+  fair?: boolean
 }
 
 /** A connection to one Redis, or to N independent Redis nodes (Redlock). */

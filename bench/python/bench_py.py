@@ -6,7 +6,8 @@ the given order, one JSON line each on stdout.
 
 Scenarios: s1 (sequential acquire+release, 10 s TTL), s2 (N workers, each
 on its own key), s3 (N workers on ONE key, ~0 ms hold; latency = wait from
-asking to getting), s4 (s1 over the Redlock URLs), mem (hold N locks, print
+asking to getting), s3p (s3 with each worker a process of its own, one
+client each: Celery / gunicorn workers), s4 (s1 over the Redlock URLs), mem (hold N locks, print
 the RSS growth, wait for a line on stdin, release, next).
 
 Implementations (sync: threads; *-async: asyncio tasks):
@@ -62,6 +63,13 @@ class Fencelock:
 
     def close(self) -> None:
         self.client.close()
+
+
+class FencelockFair(Fencelock):
+    """fair=True: waiters served in arrival order across processes."""
+
+    def acquire(self, name: str):
+        return self.client.acquire(name, ttl=TTL_S, fair=True)
 
 
 class RedisPy:
@@ -180,6 +188,7 @@ class FloorAsync:
 
 SYNC = {
     "fencelock": Fencelock,
+    "fencelock:fair": FencelockFair,
     "redis-py": RedisPy,
     "redis-py:tuned": lambda urls: RedisPy(urls, sleep=0.001),
     "pottery": Pottery,
@@ -262,6 +271,7 @@ def summarize(args, kind: str, results, elapsed: float, cpu: float, workers: int
         "rate": round(len(lat) / elapsed, 1),
         "p50_us": round(pct(0.5), 1),
         "p99_us": round(pct(0.99), 1),
+        "p999_us": round(pct(0.999), 1),
         "cpu_us_per_cycle": round(cpu * 1e6 / len(lat), 2) if lat else None,
         "errors": sum(r[1] for r in results),
         "min_per_worker": min(per),
@@ -275,7 +285,7 @@ def shape(args):
         return [args.url], 1, False, False
     if args.scenario == "s2":
         return [args.url], args.workers, False, False
-    if args.scenario == "s3":
+    if args.scenario in ("s3", "s3p"):
         return [args.url], args.workers, True, True
     if args.scenario == "s4":
         return args.urls, 1, False, False
@@ -316,6 +326,40 @@ async def run_async(args, kind: str) -> dict:
     cpu = time.process_time() - cpu0
     await imp.close()
     return summarize(args, kind, results, elapsed, cpu, workers)
+
+
+def process_worker(args, kind: str, name: str, start: float, conn) -> None:
+    """One s3p worker: its own client, one loop on the shared name from
+    `start` (wall clock, so every process begins together)."""
+    imp = SYNC[kind]([args.url])
+    time.sleep(max(0.0, start - time.time()))
+    warm = min(args.secs / 4, 0.3)
+    sync_phase(imp, [name], time.perf_counter() + warm, True)
+    cpu0 = time.process_time()
+    (lat, errors), = sync_phase(imp, [name], time.perf_counter() + args.secs, True)
+    conn.send((lat, errors, time.process_time() - cpu0))
+    imp.close()
+
+
+def run_processes(args, kind: str) -> dict:
+    """s3p: args.workers processes on ONE name."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    name = names_for(args, kind, 1, True)[0]
+    start = time.time() + 1.0 + 0.2 * args.workers  # after every child has imported and connected
+    pipes, procs = [], []
+    for _ in range(args.workers):
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=process_worker, args=(args, kind, name, start, child))
+        p.start()
+        pipes.append(parent)
+        procs.append(p)
+    got = [pipe.recv() for pipe in pipes]
+    for p in procs:
+        p.join()
+    results = [(lat, errors) for lat, errors, _ in got]
+    return summarize(args, kind, results, args.secs, sum(c for _, _, c in got), args.workers)
 
 
 def emit(obj: dict) -> None:
@@ -394,6 +438,8 @@ def main() -> None:
     for kind in args.impls.split(","):
         if args.scenario == "mem":
             run_mem(args, kind)
+        elif args.scenario == "s3p":
+            emit(run_processes(args, kind))
         elif kind in SYNC:
             emit(run_sync(args, kind))
         elif kind in ASYNC:

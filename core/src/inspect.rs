@@ -113,9 +113,9 @@ impl Inspect {
         Command {
             id: CommandId(node as u64),
             node,
-            script: match self.kind {
-                Kind::Mutex => Script::Inspect,
-                _ => Script::HoldersInspect,
+            script: match self.kind.is_mutex() {
+                true => Script::Inspect,
+                false => Script::HoldersInspect,
             },
             keys: self.keys.clone(),
             args: self.tokens.clone(),

@@ -22,6 +22,13 @@
 //!              <base>:rw:fence, <base>:rw:released
 //! ```
 //!
+//! The fair mutex keeps the mutex's three keys and adds its line beside
+//! them:
+//!
+//! ```text
+//! fair mutex:  <base>:waiting, <base>:waiting:until   (as the semaphore's line)
+//! ```
+//!
 //! `<base>` is the mutex's lock key (`<prefix>{<name>}`); a mutex's keys
 //! never end in these suffixes, so the primitives cannot collide.
 //!
@@ -55,8 +62,8 @@ pub struct LockKeys {
     pub lock: Vec<u8>,
     pub fence: Vec<u8>,
     pub channel: Vec<u8>,
-    /// The fair line of a semaphore or a read-write lock; `None` for the
-    /// mutex.
+    /// The fair line of a semaphore, a read-write lock or the fair mutex;
+    /// `None` for the mutex.
     pub line: Option<LineKeys>,
     /// A read-write lock's other side: a reader's is the writer set, a
     /// writer's the readers set. `None` otherwise.
@@ -118,6 +125,15 @@ impl KeySpace {
     pub fn keys_for(&self, name: &LockName, kind: Kind) -> LockKeys {
         let part = match kind {
             Kind::Mutex => return self.keys(name),
+            Kind::FairMutex => {
+                let mut keys = self.keys(name);
+                let with = |suffix: &[u8]| [keys.lock.as_slice(), suffix].concat();
+                keys.line = Some(LineKeys {
+                    waiting: with(b":waiting"),
+                    until: with(b":waiting:until"),
+                });
+                return keys;
+            }
             Kind::Semaphore(_) => &b":semaphore"[..],
             Kind::Read | Kind::Write => b":rw",
         };
@@ -296,6 +312,22 @@ mod tests {
         assert_eq!(k.lock, b"fencelock:{invoice:42}");
         assert_eq!(k.fence, b"fencelock:{invoice:42}:fence");
         assert_eq!(k.channel, b"fencelock:{invoice:42}:released");
+    }
+
+    #[test]
+    fn the_fair_mutex_keeps_the_mutex_keys_and_adds_its_line() {
+        let name = LockName::new("invoice:42").unwrap();
+        let space = KeySpace::default();
+        let fair = space.keys_for(&name, Kind::FairMutex);
+        let plain = space.keys(&name);
+        assert_eq!(
+            (&fair.lock, &fair.fence, &fair.channel),
+            (&plain.lock, &plain.fence, &plain.channel)
+        );
+        let line = fair.line.unwrap();
+        assert_eq!(line.waiting, b"fencelock:{invoice:42}:waiting");
+        assert_eq!(line.until, b"fencelock:{invoice:42}:waiting:until");
+        assert_eq!(space.name_of(&line.waiting), None);
     }
 
     #[test]

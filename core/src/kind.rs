@@ -14,7 +14,9 @@
 //! entry on every attempt, so a crashed one leaves the line within
 //! [`Kind::line_patience`]; one that gives up leaves at once (its release,
 //! the compensation the core sends anyway). The line is kept by the
-//! scripts, not by the keys: a fair mutex can take it over as it is.
+//! scripts, not by the keys: the fair mutex ([`Kind::FairMutex`]) keeps the
+//! mutex's own string key and fence and queues its waiters in such a line
+//! beside them (`fair_mutex_acquire.lua`).
 
 use std::time::Duration;
 
@@ -25,6 +27,11 @@ use crate::{Error, RetryPolicy};
 pub enum Kind {
     /// The mutex: one holder (a string key).
     Mutex,
+    /// The same mutex (its key, token and fence), its waiters served in
+    /// arrival order across every client through a fair line. A plain
+    /// [`Kind::Mutex`] acquire of the name still excludes it, and may take
+    /// the lock while it is free ahead of the line (it does not look at it).
+    FairMutex,
     /// One of `permits` permits of a counting semaphore, handed out in
     /// arrival order across every client.
     Semaphore(Permits),
@@ -42,13 +49,31 @@ impl Kind {
     /// without the lease). Readers do not queue: any waiting writer keeps
     /// them out, and a free lock lets them all in.
     pub const fn queues(self) -> bool {
-        matches!(self, Kind::Semaphore(_) | Kind::Write)
+        matches!(self, Kind::Semaphore(_) | Kind::Write | Kind::FairMutex)
+    }
+
+    /// Whether the lease is the mutex's string key (fair or not): the
+    /// mutex's extend, reclaim and inspect scripts serve it.
+    pub const fn is_mutex(self) -> bool {
+        matches!(self, Kind::Mutex | Kind::FairMutex)
+    }
+
+    /// The kind an acquire with the `fair` option takes: the fair mutex for
+    /// the mutex; every other kind as it is (permits and writers already
+    /// wait in arrival order, readers never wait in a line).
+    pub const fn fair(self, fair: bool) -> Kind {
+        match self {
+            Kind::Mutex if fair => Kind::FairMutex,
+            kind => kind,
+        }
     }
 
     /// Whether waiters of one client for one name line up behind a single
-    /// remote attempt (the driver's local FIFO). Only the mutex: permits
-    /// and readers are shared, so one client may hold several at once, and
-    /// the server's line orders those waiters anyway.
+    /// remote attempt (the driver's local FIFO). Only the plain mutex:
+    /// permits and readers are shared, so one client may hold several at
+    /// once, and the server's line orders those waiters anyway (a fair
+    /// mutex's too: each of its waiters stands in the line itself, so
+    /// they are served in arrival order with every other client's).
     pub const fn lines_up_locally(self) -> bool {
         matches!(self, Kind::Mutex)
     }
@@ -75,7 +100,7 @@ impl Kind {
                 let n = permits.get() as usize;
                 nodes * n / (n + 1) + 1
             }
-            Kind::Mutex | Kind::Read | Kind::Write => nodes / 2 + 1,
+            Kind::Mutex | Kind::FairMutex | Kind::Read | Kind::Write => nodes / 2 + 1,
         }
     }
 
@@ -83,7 +108,7 @@ impl Kind {
     /// "write lock".
     pub const fn noun(self) -> &'static str {
         match self {
-            Kind::Mutex => "lock",
+            Kind::Mutex | Kind::FairMutex => "lock",
             Kind::Semaphore(_) => "semaphore",
             Kind::Read => "read lock",
             Kind::Write => "write lock",
@@ -164,10 +189,17 @@ mod tests {
         }
         assert!(three.queues() && Kind::Write.queues());
         assert!(!Kind::Mutex.queues() && !Kind::Read.queues());
+        assert!(Kind::FairMutex.queues() && !Kind::FairMutex.lines_up_locally());
+        assert_eq!(Kind::Mutex.fair(true), Kind::FairMutex);
+        assert_eq!(Kind::Mutex.fair(false), Kind::Mutex);
+        assert_eq!(three.fair(true), three);
+        assert_eq!(Kind::Read.fair(true), Kind::Read);
+        assert!(Kind::FairMutex.is_mutex() && !three.is_mutex());
         let sem = |n| Kind::Semaphore(Permits::new(n).unwrap());
         for (kind, nodes, quorum) in [
             (Kind::Mutex, 1, 1),
             (Kind::Mutex, 3, 2),
+            (Kind::FairMutex, 5, 3),
             (Kind::Write, 5, 3),
             (Kind::Read, 5, 3),
             (sem(1), 3, 2),

@@ -53,6 +53,14 @@ pub enum Script {
     /// `KEYS[holders, fence]`, `ARGV[token...]` → `Inspect`'s `{pttl,
     /// fence or nil, ours}` for a holders set. Read-only.
     HoldersInspect,
+    /// The fair mutex's acquire: `KEYS[lock, line, line expiries, fence]`,
+    /// `ARGV[token, ttl_ms, fence_ttl_ms, patience_ms]` → `{1, "fence"}` or
+    /// `{0, retry_ms}` (the acquire's reply shape; the mutex's lock key).
+    FairMutexAcquire,
+    /// The fair mutex's release: `KEYS[lock, line, line expiries,
+    /// channel?]`, `ARGV[token, "SPUBLISH"?]` → the release's 1, 2 or 0;
+    /// also leaves the line.
+    FairMutexRelease,
 }
 
 /// What a script does for a lease: the reply shape the core reads, the
@@ -69,7 +77,7 @@ pub(crate) enum Role {
 }
 
 impl Script {
-    pub const ALL: [Script; 14] = [
+    pub const ALL: [Script; 16] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
@@ -84,13 +92,18 @@ impl Script {
         Script::HoldersRelease,
         Script::HoldersReclaim,
         Script::HoldersInspect,
+        Script::FairMutexAcquire,
+        Script::FairMutexRelease,
     ];
 
     pub(crate) const fn role(self) -> Role {
         match self {
-            Script::Acquire | Script::FairAcquire | Script::ReadAcquire => Role::Acquire,
+            Script::Acquire
+            | Script::FairAcquire
+            | Script::ReadAcquire
+            | Script::FairMutexAcquire => Role::Acquire,
             Script::Extend | Script::HoldersExtend => Role::Extend,
-            Script::Release | Script::HoldersRelease => Role::Release,
+            Script::Release | Script::HoldersRelease | Script::FairMutexRelease => Role::Release,
             Script::RaiseFence => Role::RaiseFence,
             Script::Reclaim | Script::HoldersReclaim => Role::Reclaim,
             Script::Inspect | Script::ForceRelease | Script::FencedSet | Script::HoldersInspect => {
@@ -110,7 +123,10 @@ impl Script {
     pub const fn publishes(self) -> bool {
         matches!(
             self,
-            Script::Release | Script::ForceRelease | Script::HoldersRelease
+            Script::Release
+                | Script::ForceRelease
+                | Script::HoldersRelease
+                | Script::FairMutexRelease
         )
     }
 
@@ -131,6 +147,8 @@ impl Script {
             Script::HoldersRelease => "holders_release",
             Script::HoldersReclaim => "holders_reclaim",
             Script::HoldersInspect => "holders_inspect",
+            Script::FairMutexAcquire => "fair_mutex_acquire",
+            Script::FairMutexRelease => "fair_mutex_release",
         }
     }
 
@@ -150,6 +168,8 @@ impl Script {
             Script::HoldersRelease => include_str!("scripts/holders_release.lua"),
             Script::HoldersReclaim => include_str!("scripts/holders_reclaim.lua"),
             Script::HoldersInspect => include_str!("scripts/holders_inspect.lua"),
+            Script::FairMutexAcquire => include_str!("scripts/fair_mutex_acquire.lua"),
+            Script::FairMutexRelease => include_str!("scripts/fair_mutex_release.lua"),
         }
     }
 
@@ -170,6 +190,8 @@ impl Script {
             Script::HoldersRelease => "f8ab794a46bec92ec8ef6bfb815e891ddaee4848",
             Script::HoldersReclaim => "4cbb6b918570acc897fc4c166b5dd31df5fcf417",
             Script::HoldersInspect => "46696e7c32e67137d3ac5cd45358d911d5a0c074",
+            Script::FairMutexAcquire => "60086ee1675cfd0f3ba5e1d6dc67e4fa29de3e15",
+            Script::FairMutexRelease => "a813675207886beff20c1b3b5b2ab88cd196d3cd",
         }
     }
 }

@@ -118,6 +118,16 @@ test('README "Semaphore and read-write lock" snippet runs', async () => {
   assert.match(out, /write fence \d+/)
 })
 
+test('README "Fair across processes" snippet runs', async () => {
+  const js = blocks('js').find((b) => b.includes('fair: true'))
+  assert.ok(js, 'no fair block in the Node section')
+  const file = path.join(tmp, 'fair.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /fair fence \d+/)
+})
+
 test('README "Operations" list/watch and metrics snippets run', async () => {
   const [listing, metrics] = blocks('js', 'Operations: CLI and metrics')
   const file = path.join(tmp, 'operations.cjs')

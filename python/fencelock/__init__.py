@@ -102,6 +102,7 @@ class Client(_native.Client):
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> Lock:
         """A context manager: acquires on enter, releases on exit.
@@ -117,6 +118,7 @@ class Client(_native.Client):
                 auto_renew=auto_renew,
                 max_hold=max_hold,
                 on_lost=on_lost,
+                fair=fair,
                 # </gen_stubs>
             )
         )
@@ -131,6 +133,7 @@ class Client(_native.Client):
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> Callable[[_F], _F]:
         """A decorator: every call of the function runs inside
@@ -154,6 +157,7 @@ class Client(_native.Client):
                     auto_renew=auto_renew,
                     max_hold=max_hold,
                     on_lost=on_lost,
+                    fair=fair,
                     # </gen_stubs>
                 ):
                     return fn(*args, **kwargs)
@@ -215,6 +219,7 @@ class AsyncClient(_native.AsyncClient):
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> AsyncLease:
         """Acquire ``name``, waiting as ``wait`` allows (``None``: until
@@ -227,6 +232,7 @@ class AsyncClient(_native.AsyncClient):
             auto_renew=auto_renew,
             max_hold=max_hold,
             on_lost=on_lost,
+            fair=fair,
             # </gen_stubs>
         )
         # Taken here, with no await in between: a lease that never got this
@@ -242,6 +248,7 @@ class AsyncClient(_native.AsyncClient):
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> Optional[AsyncLease]:
         """One attempt: the lease, or ``None`` if someone else holds the lock."""
@@ -252,6 +259,7 @@ class AsyncClient(_native.AsyncClient):
             auto_renew=auto_renew,
             max_hold=max_hold,
             on_lost=on_lost,
+            fair=fair,
             # </gen_stubs>
         )
         return None if grant is None else grant._claim()
@@ -266,6 +274,7 @@ class AsyncClient(_native.AsyncClient):
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> AsyncLock:
         """An async context manager: acquires on enter, releases on exit.
@@ -281,6 +290,7 @@ class AsyncClient(_native.AsyncClient):
                 auto_renew=auto_renew,
                 max_hold=max_hold,
                 on_lost=on_lost,
+                fair=fair,
                 # </gen_stubs>
             )
         )
@@ -295,6 +305,7 @@ class AsyncClient(_native.AsyncClient):
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> Callable[[_AF], _AF]:
         """A decorator for coroutine functions: every call runs inside
@@ -318,6 +329,7 @@ class AsyncClient(_native.AsyncClient):
                     auto_renew=auto_renew,
                     max_hold=max_hold,
                     on_lost=on_lost,
+                    fair=fair,
                     # </gen_stubs>
                 ):
                     return await fn(*args, **kwargs)

@@ -203,6 +203,7 @@ class Client:
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> Lease: ...
     def try_acquire(
@@ -214,6 +215,7 @@ class Client:
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> Optional[Lease]: ...
     def _acquire_as(
@@ -222,7 +224,7 @@ class Client:
         name: _Name,
         ttl: float,
         *,
-        # <gen_stubs params lease=Lease>
+        # <gen_stubs params kinds lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -235,7 +237,7 @@ class Client:
         name: _Name,
         ttl: float,
         *,
-        # <gen_stubs params try lease=Lease>
+        # <gen_stubs params kinds try lease=Lease>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
@@ -287,6 +289,7 @@ class AsyncClient:
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> asyncio.Future[Grant]: ...
     def _try_acquire(
@@ -298,6 +301,7 @@ class AsyncClient:
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        fair: bool = False,
         # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...
     def _acquire_as(
@@ -306,7 +310,7 @@ class AsyncClient:
         name: _Name,
         ttl: float,
         *,
-        # <gen_stubs params lease=AsyncLease>
+        # <gen_stubs params kinds lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -319,7 +323,7 @@ class AsyncClient:
         name: _Name,
         ttl: float,
         *,
-        # <gen_stubs params try lease=AsyncLease>
+        # <gen_stubs params kinds try lease=AsyncLease>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,

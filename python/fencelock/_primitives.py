@@ -36,7 +36,7 @@ class _Side:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=Lease>
+        # <gen_stubs params kinds lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -49,7 +49,7 @@ class _Side:
             self._kind,
             self._name,
             ttl,
-            # <gen_stubs forward>
+            # <gen_stubs forward kinds>
             wait=wait,
             auto_renew=auto_renew,
             max_hold=max_hold,
@@ -61,7 +61,7 @@ class _Side:
         self,
         ttl: float,
         *,
-        # <gen_stubs params try lease=Lease>
+        # <gen_stubs params kinds try lease=Lease>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[Lease], object]] = None,
@@ -72,7 +72,7 @@ class _Side:
             self._kind,
             self._name,
             ttl,
-            # <gen_stubs forward try>
+            # <gen_stubs forward kinds try>
             auto_renew=auto_renew,
             max_hold=max_hold,
             on_lost=on_lost,
@@ -83,7 +83,7 @@ class _Side:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=Lease>
+        # <gen_stubs params kinds lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -97,7 +97,7 @@ class _Side:
         return Lock(
             lambda: self.acquire(
                 ttl,
-                # <gen_stubs forward>
+                # <gen_stubs forward kinds>
                 wait=wait,
                 auto_renew=auto_renew,
                 max_hold=max_hold,
@@ -125,7 +125,7 @@ class _AsyncSide:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=AsyncLease>
+        # <gen_stubs params kinds lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -138,7 +138,7 @@ class _AsyncSide:
             self._kind,
             self._name,
             ttl,
-            # <gen_stubs forward>
+            # <gen_stubs forward kinds>
             wait=wait,
             auto_renew=auto_renew,
             max_hold=max_hold,
@@ -152,7 +152,7 @@ class _AsyncSide:
         self,
         ttl: float,
         *,
-        # <gen_stubs params try lease=AsyncLease>
+        # <gen_stubs params kinds try lease=AsyncLease>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
@@ -162,7 +162,7 @@ class _AsyncSide:
             self._kind,
             self._name,
             ttl,
-            # <gen_stubs forward try>
+            # <gen_stubs forward kinds try>
             auto_renew=auto_renew,
             max_hold=max_hold,
             on_lost=on_lost,
@@ -174,7 +174,7 @@ class _AsyncSide:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=AsyncLease>
+        # <gen_stubs params kinds lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -187,7 +187,7 @@ class _AsyncSide:
         return AsyncLock(
             lambda: self.acquire(
                 ttl,
-                # <gen_stubs forward>
+                # <gen_stubs forward kinds>
                 wait=wait,
                 auto_renew=auto_renew,
                 max_hold=max_hold,
@@ -280,7 +280,7 @@ class RwLock:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=Lease>
+        # <gen_stubs params kinds lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -290,7 +290,7 @@ class RwLock:
         """``with rw.read(ttl=...) as lease:`` (``rw.reader.lock``)."""
         return self.reader.lock(
             ttl,
-            # <gen_stubs forward>
+            # <gen_stubs forward kinds>
             wait=wait,
             auto_renew=auto_renew,
             max_hold=max_hold,
@@ -302,7 +302,7 @@ class RwLock:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=Lease>
+        # <gen_stubs params kinds lease=Lease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -312,7 +312,7 @@ class RwLock:
         """``with rw.write(ttl=...) as lease:`` (``rw.writer.lock``)."""
         return self.writer.lock(
             ttl,
-            # <gen_stubs forward>
+            # <gen_stubs forward kinds>
             wait=wait,
             auto_renew=auto_renew,
             max_hold=max_hold,
@@ -341,7 +341,7 @@ class AsyncRwLock:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=AsyncLease>
+        # <gen_stubs params kinds lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -351,7 +351,7 @@ class AsyncRwLock:
         """``async with rw.read(ttl=...) as lease:``."""
         return self.reader.lock(
             ttl,
-            # <gen_stubs forward>
+            # <gen_stubs forward kinds>
             wait=wait,
             auto_renew=auto_renew,
             max_hold=max_hold,
@@ -363,7 +363,7 @@ class AsyncRwLock:
         self,
         ttl: float,
         *,
-        # <gen_stubs params lease=AsyncLease>
+        # <gen_stubs params kinds lease=AsyncLease>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
@@ -373,7 +373,7 @@ class AsyncRwLock:
         """``async with rw.write(ttl=...) as lease:``."""
         return self.writer.lock(
             ttl,
-            # <gen_stubs forward>
+            # <gen_stubs forward kinds>
             wait=wait,
             auto_renew=auto_renew,
             max_hold=max_hold,

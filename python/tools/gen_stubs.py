@@ -24,9 +24,11 @@ A region is the lines between ``# <gen_stubs KIND [try] [lease=NAME]>`` and
                      accepts
 
 ``try`` leaves out the keywords that only a waiting acquire takes (``wait``);
+``kinds`` the ones only the mutex takes (``fair``: the semaphore and the
+read-write lock's regions);
 ``lease=`` names the lease class ``on_lost`` is called with; ``as`` makes a
 signature start ``(kind, name, ttl, *`` (the ``_acquire_as`` entries of the
-semaphore and the read-write lock).
+semaphore and the read-write lock; ``kinds`` implied).
 
 The Rust functions' own parameters stay hand-written: PyO3 fails to compile
 when they differ from the generated signature attribute.
@@ -55,6 +57,9 @@ class Keyword(NamedTuple):
     rust_default: str
     # Only a waiting acquire takes it (not try_acquire).
     waiting_only: bool = False
+    # Only the mutex takes it (not a semaphore's or a read-write lock's
+    # acquire: regions marked ``kinds``, and the Rust ``as`` signatures).
+    mutex_only: bool = False
 
 
 # THE acquire keywords, in signature order. Edit here, then run this script.
@@ -63,6 +68,7 @@ ACQUIRE = (
     Keyword("auto_renew", "bool", "False", "false"),
     Keyword("max_hold", "Optional[float]", "None", "None"),
     Keyword("on_lost", "Optional[Callable[[{lease}], object]]", "None", "None"),
+    Keyword("fair", "bool", "False", "false", mutex_only=True),
 )
 
 # THE constructor keywords of Client and AsyncClient, after ``url, *``.
@@ -93,13 +99,16 @@ OPEN = re.compile(r"^(?P<indent>\s*)(?P<comment>#|//) <gen_stubs (?P<spec>[^>]*)
 CLOSE = re.compile(r"^\s*(#|//) </gen_stubs>\s*$")
 
 
-def keywords(waiting: bool) -> List[Keyword]:
-    return [k for k in ACQUIRE if waiting or not k.waiting_only]
+def keywords(waiting: bool, mutex: bool) -> List[Keyword]:
+    return [
+        k for k in ACQUIRE
+        if (waiting or not k.waiting_only) and (mutex or not k.mutex_only)
+    ]
 
 
 def render(kind: str, flags: Dict[str, Optional[str]], indent: str, where: str) -> List[str]:
     waiting = "try" not in flags
-    kws = keywords(waiting)
+    kws = keywords(waiting, mutex="kinds" not in flags and "as" not in flags)
     if kind == "params":
         lease = flags.get("lease")
         if not lease:

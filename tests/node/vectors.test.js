@@ -203,6 +203,7 @@ function acquirer(client, sc) {
   const name = asName(sc.lock_name)
   const primitive = sc.primitive
   if (primitive === undefined) return (options) => client.acquire(name, options)
+  if (primitive.fair) return (options) => client.acquire(name, { ...options, fair: true })
   if ('semaphore' in primitive) {
     const sem = client.semaphore(name, { permits: primitive.semaphore })
     return (options) => sem.acquire(options)

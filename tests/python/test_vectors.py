@@ -191,6 +191,8 @@ def acquirer(client: fencelock.Client, sc: Dict[str, Any]) -> Any:
     primitive = sc.get("primitive")
     if primitive is None:
         return lambda **kw: client.acquire(name, **kw)
+    if primitive.get("fair"):
+        return lambda **kw: client.acquire(name, fair=True, **kw)
     if "semaphore" in primitive:
         return client.semaphore(name, primitive["semaphore"]).acquire
     rw = client.rw_lock(name)

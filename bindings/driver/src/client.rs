@@ -324,6 +324,7 @@ impl Client {
     ) -> Result<Acquiring, Error> {
         let started = std::time::Instant::now();
         let name = name?;
+        let kind = kind.fair(options.is_fair());
         let ttl = options.ttl()?;
         let max_hold = options.max_hold_value()?;
         let conns = self.connections(&name, Operation::Acquire)?;
@@ -352,7 +353,8 @@ impl Client {
             let slot = self.inner.queues.slot(config.name.as_bytes());
             slot.line_up(&cancelled)
         } else {
-            // Permits and readers are shared: the server's line orders them.
+            // Permits and readers are shared, and a fair mutex's waiters
+            // each stand in the server's line: it orders them.
             self.inner.queues.alone(&cancelled)
         };
         if matches!(place, Place::Waiting(_)) {

@@ -283,6 +283,7 @@ pub struct LockOptions {
     wait: Wait,
     auto_renew: bool,
     max_hold: Result<Option<MaxHold>, Error>,
+    fair: bool,
 }
 
 impl LockOptions {
@@ -301,6 +302,7 @@ impl LockOptions {
             wait: Wait::Forever,
             auto_renew: false,
             max_hold: Ok(None),
+            fair: false,
         }
     }
     /// Wait at most `wait`; `Duration::ZERO` tries once.
@@ -331,6 +333,23 @@ impl LockOptions {
     pub fn with_max_hold(mut self, max_hold: Option<MaxHold>) -> Self {
         self.max_hold = Ok(max_hold);
         self
+    }
+    /// Fair across processes: the mutex's waiters are served in arrival
+    /// order, with every other client's fair waiters, through a line in
+    /// Redis whose places expire a few seconds after their waiter's last
+    /// attempt (a crashed waiter holds nobody up for long). Still one round
+    /// trip when the lock is free and nobody waits. The same lock as
+    /// without it (its key, token and fence): a plain acquire of the name
+    /// still excludes a fair holder, but does not stand in the line and
+    /// may take the lock while it is free ahead of the fair waiters. A fair
+    /// try-once never jumps the line. Semaphores and write locks always
+    /// serve their waiters in arrival order; for them this changes nothing.
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+    pub fn is_fair(&self) -> bool {
+        self.fair
     }
     /// The max hold (`None`: renew until released or lost), or why it was refused.
     pub fn max_hold_value(&self) -> Result<Option<MaxHold>, Error> {

@@ -191,9 +191,9 @@ fn known_keys(what: &str, object: &Object<'_>, known: &[&str]) -> Result<()> {
 }
 
 /// The keys of acquire / tryAcquire / withLock options.
-const LOCK_OPTIONS: &[&str] = &["ttl", "wait", "autoRenew", "maxHold", "signal"];
+const LOCK_OPTIONS: &[&str] = &["ttl", "wait", "autoRenew", "maxHold", "fair", "signal"];
 
-/// `{ ttl, wait, autoRenew, maxHold }` (the `signal` is handled in JavaScript).
+/// `{ ttl, wait, autoRenew, maxHold, fair }` (the `signal` is handled in JavaScript).
 fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
     let Some(object) = options_object("options", value)? else {
         return Err(tagged(
@@ -221,10 +221,17 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
         object.get::<NumberArg>("maxHold")?.flatten(),
         MaxHold::from_millis_f64,
     )?;
+    let fair = bool_arg(
+        "options.fair",
+        object
+            .get::<Option<Either<bool, Unknown>>>("fair")?
+            .flatten(),
+    )?;
     Ok(fencelock::LockOptions::with_ttl(ttl)
         .wait_policy(wait)
         .auto_renew(auto_renew)
-        .with_max_hold(max_hold))
+        .with_max_hold(max_hold)
+        .fair(fair))
 }
 
 /// The keys of `Client.connect` options.

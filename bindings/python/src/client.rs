@@ -277,6 +277,7 @@ fn request(
     auto_renew: bool,
     max_hold: Option<&Bound<'_, PyAny>>,
     on_lost: Option<&Bound<'_, PyAny>>,
+    fair: bool,
 ) -> PyResult<Request> {
     let name = convert::name(name)?;
     let ttl = convert::ttl(ttl)?;
@@ -289,7 +290,8 @@ fn request(
         options: LockOptions::with_ttl(ttl)
             .wait_policy(wait)
             .auto_renew(auto_renew)
-            .with_max_hold(max_hold),
+            .with_max_hold(max_hold)
+            .fair(fair),
         on_lost,
     })
 }
@@ -313,7 +315,7 @@ impl Client {
 
     /// Acquire `name`, waiting as `wait` allows (`None`: until acquired).
     // <gen_stubs signature>
-    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None, fair=false))]
     // </gen_stubs>
     #[allow(clippy::too_many_arguments)]
     fn acquire<'py>(
@@ -325,16 +327,18 @@ impl Client {
         auto_renew: bool,
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
+        fair: bool,
     ) -> PyResult<Bound<'py, Lease>> {
-        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost, fair)?;
         let lease = self.acquire_blocking(py, request, false)?;
         Ok(lease.expect("a waiting acquire yields a lease or an error"))
     }
 
     /// One attempt: the lease, or `None` if someone else holds the lock.
     // <gen_stubs signature try>
-    #[pyo3(signature = (name, ttl, *, auto_renew=false, max_hold=None, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, auto_renew=false, max_hold=None, on_lost=None, fair=false))]
     // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
     fn try_acquire<'py>(
         &self,
         py: Python<'py>,
@@ -343,8 +347,9 @@ impl Client {
         auto_renew: bool,
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
+        fair: bool,
     ) -> PyResult<Option<Bound<'py, Lease>>> {
-        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost, fair)?;
         self.acquire_blocking(py, request, true)
     }
 
@@ -370,7 +375,7 @@ impl Client {
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, Lease>> {
-        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost, false)?;
         let request = Request {
             kind: kind.0,
             ..request
@@ -394,7 +399,7 @@ impl Client {
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, Lease>>> {
-        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost, false)?;
         let request = Request {
             kind: kind.0,
             ..request
@@ -526,7 +531,7 @@ impl AsyncClient {
     /// gives the `AsyncLease`) once its `await` returned: a lease that never
     /// reaches the caller is released by the driver (see [`Grant`]).
     // <gen_stubs signature>
-    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None, fair=false))]
     // </gen_stubs>
     #[allow(clippy::too_many_arguments)]
     fn _acquire<'py>(
@@ -538,14 +543,16 @@ impl AsyncClient {
         auto_renew: bool,
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
+        fair: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost, fair)?;
         self.start(py, request, false)
     }
 
     // <gen_stubs signature try>
-    #[pyo3(signature = (name, ttl, *, auto_renew=false, max_hold=None, on_lost=None))]
+    #[pyo3(signature = (name, ttl, *, auto_renew=false, max_hold=None, on_lost=None, fair=false))]
     // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
     fn _try_acquire<'py>(
         &self,
         py: Python<'py>,
@@ -554,8 +561,9 @@ impl AsyncClient {
         auto_renew: bool,
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
+        fair: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost, fair)?;
         self.start(py, request, true)
     }
 
@@ -584,7 +592,7 @@ impl AsyncClient {
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost, false)?;
         self.start(
             py,
             Request {
@@ -609,7 +617,7 @@ impl AsyncClient {
         max_hold: Option<&Bound<'py, PyAny>>,
         on_lost: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost, false)?;
         self.start(
             py,
             Request {

@@ -252,7 +252,7 @@ impl WasmKind {
 
 // ---------------------------------------------------------------- one acquire
 
-/// A validated acquire request (`name`, `{ ttl, wait, autoRenew, maxHold }`), before
+/// A validated acquire request (`name`, `{ ttl, wait, autoRenew, maxHold, fair }`), before
 /// it has its turn in the client's local queue for the name.
 #[wasm_bindgen]
 #[derive(Debug)]
@@ -309,6 +309,15 @@ impl LockSpec {
                 .as_bool()
                 .ok_or_else(|| type_error("options.autoRenew", "a boolean", &auto_renew))?
         };
+        let fair = field(&options, "fair")?;
+        let fair = if absent(&fair) {
+            false
+        } else {
+            fair.as_bool()
+                .ok_or_else(|| type_error("options.fair", "a boolean", &fair))?
+        };
+        // The core picks the fair mutex's scripts and keys (`Kind::fair`).
+        let kind = kind.fair(fair);
         let max_hold = field(&options, "maxHold")?;
         let max_hold = if absent(&max_hold) {
             None

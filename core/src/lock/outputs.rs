@@ -139,6 +139,11 @@ impl Lock {
         };
         let (script, keys) = match self.config.kind {
             Kind::Mutex => (Script::Acquire, vec![lock, fence]),
+            Kind::FairMutex => {
+                args.push(patience().to_string().into_bytes());
+                let [waiting, until] = self.line();
+                (Script::FairMutexAcquire, vec![lock, waiting, until, fence])
+            }
             Kind::Semaphore(permits) => {
                 args.extend(
                     [permits.get().to_string(), patience().to_string()].map(String::into_bytes),
@@ -170,9 +175,9 @@ impl Lock {
             self.config.keys.lock.clone(),
             self.config.keys.fence.clone(),
         ];
-        let script = match self.config.kind {
-            Kind::Mutex => Script::Extend,
-            _ => Script::HoldersExtend,
+        let script = match self.config.kind.is_mutex() {
+            true => Script::Extend,
+            false => Script::HoldersExtend,
         };
         let args = self.token_and_ttls(ttl);
         self.push(node, script, keys, args)
@@ -200,7 +205,9 @@ impl Lock {
         ];
         // The most holders the set may have, and the side that must be empty.
         let limit = match self.config.kind {
-            Kind::Mutex => return self.push(node, Script::Reclaim, keys, args),
+            Kind::Mutex | Kind::FairMutex => {
+                return self.push(node, Script::Reclaim, keys, args);
+            }
             Kind::Semaphore(permits) => permits.get(),
             Kind::Read => 0,
             Kind::Write => 1,
@@ -227,6 +234,7 @@ impl Lock {
         }
         let script = match self.config.kind {
             Kind::Mutex => Script::Release,
+            Kind::FairMutex => Script::FairMutexRelease,
             _ => Script::HoldersRelease,
         };
         let token = self.config.token.0.as_bytes().to_vec();

@@ -286,6 +286,59 @@ impl Node {
         (Reply::Array(vec![Reply::Int(0), Reply::Int(hint)]), None)
     }
 
+    /// fair_mutex_acquire.lua: the mutex's string key, the waiters in a
+    /// fair line beside it.
+    fn acquire_fair_mutex(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+        let err = |m: &str| (Reply::Error(m.to_string()), None);
+        let (Some(lock), Some(waiting), Some(until), Some(fence_key), Some(token)) = (
+            cmd.keys.first(),
+            cmd.keys.get(1),
+            cmd.keys.get(2),
+            cmd.keys.get(3),
+            cmd.args.first(),
+        ) else {
+            return err("ERR wrong number of arguments");
+        };
+        let arg = |i: usize| cmd.args.get(i).and_then(|a| int(a));
+        let (Some(ttl), Some(fence_ttl), Some(patience)) =
+            (arg(1).filter(|t| *t > 0), arg(2).filter(|t| *t > 0), arg(3))
+        else {
+            return err("ERR invalid expire time in 'set' command");
+        };
+        let now_ms = self.zclock_ms(now);
+        let holder = self.live(lock, now).map(|e| e.clone());
+        let line = self.prune_line(waiting, until, now_ms);
+        let hint = match holder {
+            Some((ref h, exp)) if h != token => {
+                Some(exp.map_or(-1, |e| self.server_ms(e - now) as i64))
+            }
+            Some(_) => None,
+            None => match line.iter().position(|m| m == token).unwrap_or(line.len()) {
+                0 => None,
+                _ => Some(self.first_expiry(until, now_ms)),
+            },
+        };
+        if let Some(hint) = hint {
+            if patience > 0 {
+                let arrival = self.zclock_us(now);
+                self.zset(waiting, None)
+                    .entry(token.clone())
+                    .or_insert(arrival);
+                self.zset(until, None)
+                    .insert(token.clone(), now_ms + patience);
+            }
+            return (Reply::Array(vec![Reply::Int(0), Reply::Int(hint)]), None);
+        }
+        let Some(next) = self.issue_fence(fence_key, fence_ttl, now) else {
+            return err("ERR fence counter is not an integer below 2^64-1");
+        };
+        let expires = now + self.real_us(ttl as u64);
+        self.set(lock, token, Some(expires));
+        self.zset(waiting, None).remove(token);
+        self.zset(until, None).remove(token);
+        (Reply::Array(vec![Reply::Int(1), bulk(next)]), None)
+    }
+
     /// Runs one script. Returns the reply and, for a successful release, the
     /// channel a notification was published on.
     pub fn exec(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
@@ -295,6 +348,29 @@ impl Node {
         let arg = |i: usize| cmd.args.get(i).cloned();
         match cmd.script {
             Script::FairAcquire | Script::ReadAcquire => self.acquire_in_set(now, cmd),
+            Script::FairMutexAcquire => self.acquire_fair_mutex(now, cmd),
+            // if GET lock == token: DEL lock; ZREM line, expiries; publish
+            // if either freed something -> 1 | 2 (PUBLISH refused) | 0
+            Script::FairMutexRelease => {
+                let (Some(lock), Some(waiting), Some(until), Some(token)) =
+                    (key(0), key(1), key(2), arg(0))
+                else {
+                    return err("ERR wrong number of arguments");
+                };
+                let held = self.live(&lock, now).is_some_and(|(v, _)| *v == token);
+                if held {
+                    self.data.remove(&lock);
+                }
+                let queued = self.zset(&waiting, None).remove(&token).is_some();
+                self.zset(&until, None).remove(&token);
+                let published = key(3).filter(|_| (held || queued) && !self.refuse_publish);
+                let reply = match (held, key(3)) {
+                    (false, _) => 0,
+                    (true, Some(_)) if self.refuse_publish => 2,
+                    (true, _) => 1,
+                };
+                (Reply::Int(reply), published)
+            }
             // {ms until the last live holder expires (-2 none), GET fence,
             // a live holder in ARGV}
             Script::HoldersInspect => {

@@ -17,6 +17,8 @@ pub enum Primitive {
     Semaphore(u32),
     /// Read or write locks, drawn per lease.
     ReadWrite,
+    /// The mutex's name, each lease fair or plain (drawn per lease).
+    FairMutex,
 }
 
 /// The knobs a property test varies; everything else is drawn from `seed`.
@@ -127,6 +129,7 @@ impl Scenario {
                     Primitive::Semaphore(n) => Kind::Semaphore(Permits::new(n.into()).unwrap()),
                     Primitive::ReadWrite if rng.chance(0.5) => Kind::Read,
                     Primitive::ReadWrite => Kind::Write,
+                    Primitive::FairMutex => Kind::Mutex.fair(rng.chance(0.7)),
                 };
                 opts.auto_renew = self.auto_renew && rng.chance(0.5);
                 opts.plan.hold = Some(rng.range(0, 2 * ttl));

@@ -927,7 +927,7 @@ impl Sim {
                     .filter(|&&l| pred(self.leases[l].lock.kind()))
                     .count()
             };
-            let mutex = count(&|k| k == Kind::Mutex);
+            let mutex = count(&|k| k.is_mutex());
             let writers = count(&|k| k == Kind::Write);
             let readers = count(&|k| k == Kind::Read);
             let permits = holding
@@ -960,7 +960,7 @@ impl Sim {
     /// need not see: one granted first may learn it last.
     pub fn check_fences_in_order(&self) -> Result<(), String> {
         let exclusive = |l: usize| match self.leases[l].lock.kind() {
-            Kind::Mutex | Kind::Write => true,
+            Kind::Mutex | Kind::FairMutex | Kind::Write => true,
             Kind::Semaphore(p) => p.get() == 1,
             Kind::Read => false,
         };

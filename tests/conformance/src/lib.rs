@@ -13,10 +13,14 @@ use fencelock_core::{Kind, Permits};
 use fencelock_testkit::Seen;
 use serde_json::Value;
 
-/// A commands.json scenario's `primitive` (`{"semaphore": permits}`,
-/// `{"rw": "read" | "write"}`): the mutex when absent.
+/// A commands.json scenario's `primitive` (`{"fair": true}`,
+/// `{"semaphore": permits}`, `{"rw": "read" | "write"}`): the mutex when
+/// absent.
 pub fn kind_of(sc: &Value) -> Kind {
     let primitive = &sc["primitive"];
+    if primitive.get("fair").and_then(Value::as_bool) == Some(true) {
+        return Kind::FairMutex;
+    }
     if let Some(permits) = primitive.get("semaphore") {
         return Kind::Semaphore(Permits::new(permits.as_u64().unwrap()).unwrap());
     }

@@ -52,6 +52,7 @@ async fn acquire(client: &Client, sc: &Value, lock: &LockOptions) -> Result<Leas
     let name = bytes(&sc["lock_name"]);
     match kind_of(sc) {
         Kind::Mutex => client.acquire(name, lock).await,
+        Kind::FairMutex => client.acquire(name, &lock.clone().fair(true)).await,
         Kind::Semaphore(permits) => client.semaphore(name, permits.get())?.acquire(lock).await,
         Kind::Read => client.rw_lock(name)?.read(lock).await,
         Kind::Write => client.rw_lock(name)?.write(lock).await,
