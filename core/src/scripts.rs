@@ -28,10 +28,16 @@ pub enum Script {
     /// holder was removed else 0, the advanced fence}`: an operator's
     /// force-release, whoever holds the lock.
     ForceRelease,
+    /// `KEYS[lock, fence, channel]`, `ARGV[token, waiter's token, its ttl_ms,
+    /// its fence_ttl_ms, "SPUBLISH"?]` → `{1, "fence"}` handed over to the
+    /// waiter, `{2, 1}` released (waiters woken), `{2, 0}` released but the
+    /// PUBLISH was refused, `{0, pttl}` not ours: a release that hands the
+    /// lock to the next local waiter while no other client listens.
+    Handoff,
 }
 
 impl Script {
-    pub const ALL: [Script; 7] = [
+    pub const ALL: [Script; 8] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
@@ -39,6 +45,7 @@ impl Script {
         Script::Reclaim,
         Script::Inspect,
         Script::ForceRelease,
+        Script::Handoff,
     ];
 
     /// The script's name in test vectors and logs.
@@ -51,6 +58,7 @@ impl Script {
             Script::Reclaim => "reclaim",
             Script::Inspect => "inspect",
             Script::ForceRelease => "force_release",
+            Script::Handoff => "handoff",
         }
     }
 
@@ -63,6 +71,7 @@ impl Script {
             Script::Reclaim => include_str!("scripts/reclaim.lua"),
             Script::Inspect => include_str!("scripts/inspect.lua"),
             Script::ForceRelease => include_str!("scripts/force_release.lua"),
+            Script::Handoff => include_str!("scripts/handoff.lua"),
         }
     }
 
@@ -76,6 +85,7 @@ impl Script {
             Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
             Script::ForceRelease => "0fe185decfd2345699a4c50cedb1f89c936137ec",
+            Script::Handoff => "0234b10e32879a78630be3d83dd8c413c5dfd284",
         }
     }
 }

@@ -72,6 +72,7 @@ impl Lock {
             let id = match kind {
                 RoundKind::WriteBack { fence, .. } => self.push_raise_fence(node, fence),
                 RoundKind::Release => self.push_release(node, true),
+                RoundKind::Handoff => self.push_handoff(node),
                 _ => self.push_command(node, script, ttl),
             };
             ids.push((id, node));
@@ -95,6 +96,7 @@ impl Lock {
         let args = match script {
             Script::Acquire | Script::Extend => vec![token, ttl_ms, fence_ttl_ms],
             Script::Release => unreachable!("built by push_release"),
+            Script::Handoff => unreachable!("built by push_handoff"),
             Script::RaiseFence => unreachable!("built by push_raise_fence"),
             Script::Reclaim => unreachable!("built by push_reclaim"),
             Script::Inspect | Script::ForceRelease => {
@@ -138,6 +140,31 @@ impl Lock {
         self.push(node, Script::Release, keys, vec![token])
     }
 
+    /// A release that hands the lock to the successor: its token, its ttl
+    /// and its fence key's ttl, as its own acquire would send them.
+    fn push_handoff(&mut self, node: usize) -> CommandId {
+        let successor = self
+            .successor
+            .as_ref()
+            .expect("a handoff round has a successor");
+        let keys = vec![
+            self.config.keys.lock.clone(),
+            self.config.keys.fence.clone(),
+            self.config.keys.channel.clone(),
+        ];
+        let args = vec![
+            self.config.token.0.as_bytes().to_vec(),
+            successor.token.0.as_bytes().to_vec(),
+            successor.ttl.as_millis().to_string().into_bytes(),
+            successor
+                .fence_grace
+                .fence_ttl(successor.ttl)
+                .to_string()
+                .into_bytes(),
+        ];
+        self.push(node, Script::Handoff, keys, args)
+    }
+
     fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {
         let keys = vec![self.config.keys.fence.clone()];
         let args = vec![
@@ -162,9 +189,10 @@ impl Lock {
             script,
             keys,
             args,
+            // A handoff grants the successor: it waits like an acquire.
             wait_replicas: self
                 .replicas
-                .filter(|_| matches!(script, Script::Acquire | Script::Extend)),
+                .filter(|_| matches!(script, Script::Acquire | Script::Extend | Script::Handoff)),
         });
         id
     }

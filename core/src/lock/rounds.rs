@@ -31,6 +31,8 @@ pub(super) enum RoundKind {
         callers: usize,
     },
     Release,
+    /// A release that hands the lock to `Lock::successor` (handoff.lua).
+    Handoff,
 }
 
 impl RoundKind {
@@ -40,6 +42,7 @@ impl RoundKind {
             RoundKind::WriteBack { .. } => Script::RaiseFence,
             RoundKind::Extend { .. } => Script::Extend,
             RoundKind::Release => Script::Release,
+            RoundKind::Handoff => Script::Handoff,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! A fake Redis server executing the scripts' semantics (core/src/scripts).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fencelock_core::{Command, Reply, Script};
 
@@ -25,6 +25,8 @@ pub struct Node {
     pub time_offset: i64,
     /// The ACL refuses PUBLISH (a user without channel rights).
     pub refuse_publish: bool,
+    /// Leases subscribed to the lock's channel here (`PUBSUB NUMSUB`).
+    pub subscribers: BTreeSet<usize>,
     /// Scripts run (while up), for round-trip accounting.
     pub executed: Vec<Script>,
 }
@@ -38,6 +40,7 @@ impl Default for Node {
             rate_ppm: 1_000_000,
             time_offset: 0,
             refuse_publish: false,
+            subscribers: BTreeSet::new(),
             executed: Vec::new(),
         }
     }
@@ -93,6 +96,24 @@ impl Node {
         self.get(key, now).and_then(|(v, _)| int(&v)).unwrap_or(0)
     }
 
+    /// The fence counter under `key` as the scripts read it: 0 if absent,
+    /// `None` if unreadable (not decimal, or no u64 above it).
+    fn stored_fence(&mut self, key: &[u8], now: Micros) -> Option<u128> {
+        match self.live(key, now) {
+            None => Some(0),
+            Some((v, _)) => fence(v).filter(|&n| n < u64::MAX as u128),
+        }
+    }
+
+    /// The lock's PTTL as the scripts see it: -2 free, -1 no expiry.
+    fn pttl(&mut self, key: &[u8], now: Micros) -> i64 {
+        match self.live(key, now).map(|e| e.1) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(exp)) => self.server_ms(exp - now) as i64,
+        }
+    }
+
     /// `TIME` in whole ms, as the server's wall clock reads at `now`.
     pub fn time_ms(&self, now: Micros) -> u64 {
         (now as i64 + self.time_offset).max(0) as u64 / MS
@@ -108,8 +129,8 @@ impl Node {
         self.data.clear();
     }
 
-    /// Runs one script. Returns the reply and, for a successful release, the
-    /// channel a notification was published on.
+    /// Runs one script. Returns the reply and, for a release that freed the
+    /// lock, the channel a notification was published on.
     pub fn exec(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
         self.executed.push(cmd.script);
         let err = |m: &str| (Reply::Error(m.to_string()), None);
@@ -307,6 +328,52 @@ impl Node {
                 let held = Reply::Int(i64::from(pttl.is_some()));
                 (Reply::Array(vec![held, bulk(next)]), pttl.map(|_| channel))
             }
+            Script::Handoff => self.handoff(now, cmd),
+        }
+    }
+
+    /// handoff.lua: release ours and, while nobody listens on the channel,
+    /// set the successor's token and the next fence; else DEL + PUBLISH.
+    /// -> {1, "fence"} | {2, 1} | {2, 0} (PUBLISH refused) | {0, pttl}
+    fn handoff(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+        let err = |m: &str| (Reply::Error(m.to_string()), None);
+        let key = |i: usize| cmd.keys.get(i).cloned();
+        let arg = |i: usize| cmd.args.get(i).cloned();
+        let (Some(lock), Some(fence_key), Some(channel)) = (key(0), key(1), key(2)) else {
+            return err("ERR wrong number of arguments");
+        };
+        let (Some(token), Some(successor), Some(ttl), Some(fence_ttl)) =
+            (arg(0), arg(1), arg(2), arg(3))
+        else {
+            return err("ERR wrong number of arguments");
+        };
+        if self.live(&lock, now).is_none_or(|(v, _)| *v != token) {
+            let pttl = self.pttl(&lock, now);
+            return (Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)]), None);
+        }
+        let (Some(ttl), Some(fence_ttl)) = (
+            int(&ttl).filter(|t| *t > 0),
+            int(&fence_ttl).filter(|t| *t > 0),
+        ) else {
+            return err("ERR invalid expire time in 'set' command");
+        };
+        let stored = self.stored_fence(&fence_key, now);
+        if let (true, Some(stored)) = (self.subscribers.is_empty(), stored) {
+            let next = self.next_fence(stored, now);
+            let fence_expires = now + self.real_us(fence_ttl as u64);
+            self.set(&fence_key, next.to_string().as_bytes(), Some(fence_expires));
+            let expires = now + self.real_us(ttl as u64);
+            self.set(&lock, &successor, Some(expires));
+            return (Reply::Array(vec![Reply::Int(1), bulk(next)]), None);
+        }
+        self.data.remove(&lock);
+        if self.refuse_publish {
+            (Reply::Array(vec![Reply::Int(2), Reply::Int(0)]), None)
+        } else {
+            (
+                Reply::Array(vec![Reply::Int(2), Reply::Int(1)]),
+                Some(channel),
+            )
         }
     }
 
