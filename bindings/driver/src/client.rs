@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
     Error, FenceGrace, ForceRelease, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation,
-    RetryPolicy, Token, Wait,
+    RetryPolicy, Successor, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -299,12 +299,14 @@ impl Client {
         };
         let (reply, rx) = oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
-        // In line now, in call order, before anything is spawned or awaited.
+        // In line now, in call order, before anything is spawned or awaited;
+        // a release of this client may hand us the lock (`successor`).
         let place = self
             .inner
             .queues
             .slot(config.name.as_bytes())
-            .line_up(&cancelled);
+            .line_up(&cancelled, || Successor::new(&config));
+        let candidate = place.candidate();
         if matches!(place, Place::Waiting(_)) {
             // Local contention, visible in the logs; emitted after the place
             // is taken, so a reader of this line knows the order is fixed.
@@ -316,6 +318,7 @@ impl Client {
             driver::run(Job {
                 conns,
                 place: Arc::clone(&place),
+                candidate,
                 config,
                 started,
                 reply,

@@ -285,7 +285,10 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        let publishes = matches!(command.script, Script::Release | Script::ForceRelease);
+        let publishes = matches!(
+            command.script,
+            Script::Release | Script::ForceRelease | Script::Handoff
+        );
         let sharded = conn.sharded() && publishes;
         if sharded {
             // A release's notification goes out as SPUBLISH, to
