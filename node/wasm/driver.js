@@ -238,6 +238,7 @@ class Actor {
   #phase = 'acquiring'
   #lock = null
   #turn = null
+  #promise = null // the waiter our release in flight hands the lock to (queue.js)
   #subscription = null
   #timer = undefined
   #armed = undefined
@@ -261,6 +262,10 @@ class Actor {
   abandon(fn) {
     this.#abandon.push(fn)
   }
+  /** What a release sends to hand us the lock (the core's Successor). */
+  get spec() {
+    return this.#spec
+  }
 
   async start(cancel) {
     this.#cancelHandle = cancel
@@ -276,12 +281,21 @@ class Actor {
     this.#turn = turn
     if (this.#caller === null) {
       // Cancelled or closed while queued.
-      turn.release()
-      return this.#finish()
+      if (turn.handoff === undefined) {
+        turn.release()
+        return this.#finish()
+      }
+      // A release handed us the lock meanwhile: give it back at once.
+      this.cancelled = true
+      this.#lock = this.#spec.start(now() - started)
+      this.#lock.refuseHandoff(now(), turn.handoff)
+      return this.#pump()
     }
     this.#lock = this.#spec.start(now() - started)
     try {
-      this.#lock.acquire(now())
+      // Handed the lock by a release: that is our first attempt's outcome.
+      if (turn.handoff !== undefined) this.#lock.acceptHandoff(now(), turn.handoff)
+      else this.#lock.acquire(now())
     } catch (err) {
       this.#answer(null, null, err)
       return this.#finish()
@@ -406,6 +420,8 @@ class Actor {
   }
 
   #finish() {
+    this.#promise?.withdraw()
+    this.#promise = null
     clearTimeout(this.#timer)
     this.#armed = undefined
     this.#subscription?.close()
@@ -461,10 +477,19 @@ class Actor {
         this.#lostWatchers = []
         this.#settle('release', event.error)
         break
-      case 'lost': {
-        // The next local waiter may try now.
-        this.#turn?.release()
+      case 'handoff':
+        // The turn goes with it, straight to the promised waiter.
+        this.#promise.deliver(event.handoff)
+        this.#promise = null
         this.#turn = null
+        break
+      case 'lost': {
+        // The next local waiter may try now (unless our release is handing
+        // it the lock: the turn goes with the handoff).
+        if (this.#promise === null) {
+          this.#turn?.release()
+          this.#turn = null
+        }
         const message = lock.lostMessage()
         for (const fn of this.#lostWatchers.splice(0)) fn(message)
         break
@@ -481,11 +506,17 @@ class Actor {
   }
 
   #onRequest(request) {
+    // A release while a waiter of ours is in line hands it the lock in the
+    // same round trip.
+    const promise = request.kind === 'release' ? (this.#turn?.promiseNext() ?? null) : null
     try {
       if (request.kind === 'extend') this.#lock.extend(now(), request.ttl)
+      else if (promise !== null) this.#lock.releaseTo(now(), promise.spec)
       else this.#lock.release(now())
       this.#pending = request
+      this.#promise = promise
     } catch (err) {
+      promise?.withdraw()
       request.reject(err)
     }
   }
