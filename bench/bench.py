@@ -47,6 +47,9 @@ GROUPS = [
     ("python", "s4", ["fencelock", "pottery"]),
     ("python-async", "s4", ["fencelock-async"]),
     ("node", "s4", ["fencelock", "fencelock-wasm:ioredis", "fencelock-wasm:node-redis", "redlock", "semaphore"]),
+    # Issue 16: a semaphore and a read-write lock against redis-semaphore (bench_node.js).
+    ("node", "sem", ["fencelock", "fencelock-wasm:ioredis", "semaphore", "semaphore:tuned"]),
+    ("node", "rw", ["fencelock", "fencelock-wasm:ioredis", "semaphore", "semaphore:tuned"]),
 ]
 MEM_GROUPS = [
     ("rust", ["fencelock"]),
@@ -88,9 +91,9 @@ def runner_cmd(lang: str, scenario: str, impls: list[str], a) -> list[str]:
         common += ["--replica-url", a.replica_url]
     if scenario == "s2":
         common += ["--workers", "64"]
-    elif scenario == "s3":
+    elif scenario in ("s3", "sem", "rw"):
         common += ["--workers", "8"]
-    secs = a.secs * (2 if scenario == "s3" else 1)
+    secs = a.secs * (2 if scenario in ("s3", "sem", "rw") else 1)
     common += ["--secs", str(secs), "--leases", str(a.leases)]
     if lang == "rust":
         return [a.rust_bin, scenario] + common
@@ -438,6 +441,8 @@ def write_results(a, agg, mem, rb, records, path, took, loads, wb=()):
           f"{fmt(r['rss_bytes_per_lease']) if r['rss_bytes_per_lease'] >= 0 else '≈ 0 (RSS shrank: GC noise)'} |")
     w("")
 
+    primitives_section(w, agg)
+
     w("## Targets (issue 7)\n")
     w("| target | measured | verdict |")
     w("| --- | --- | --- |")
@@ -446,6 +451,31 @@ def write_results(a, agg, mem, rb, records, path, took, loads, wb=()):
     w("")
     with open(path, "w") as f:
         f.write("\n".join(L))
+
+
+def primitives_section(w, agg) -> None:
+    """Issue 16's rows: the semaphore and the read-write lock, contended like S3."""
+    w("## Semaphore and read-write lock — 8 workers on ONE name, ~0 ms hold (Node)\n")
+    w("`sem`: a semaphore of 3 permits (redis-semaphore `Semaphore`). `rw`: a read-write lock, worker i writing "
+      "when i % 4 = 0 and reading otherwise; redis-semaphore has no read-write lock, so its `MultiSemaphore` of 8 "
+      "permits stands in (a reader takes 1, a writer all 8). Wait = from asking to getting; fairness = fewest / most "
+      "acquisitions of one worker. fencelock serves waiters in arrival order through its line in Redis.\n")
+    w("| primitive | implementation | acquisitions/s | wait p50 ms | wait p99 ms | fairness min/max | errors | client CPU µs/acq | × best peer |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for lang, sc, impls in GROUPS:
+        if sc not in ("sem", "rw"):
+            continue
+        peer_rate, _ = best_peer(agg, lang, sc, impls)
+        for i in impls:
+            g = agg.get((lang, sc, i))
+            what = "semaphore (3)" if sc == "sem" else "read-write"
+            if not g:
+                w(f"| {what} | {IMPL_LABEL[i]} | failed | | | | | | |")
+                continue
+            mine = i.startswith("fencelock")
+            w(f"| {what} | {IMPL_LABEL[i]} | {fmt(g['rate'])} | {ms(g['p50_us'])} | {ms(g['p99_us'])} | "
+              f"{g['fair']:.2f} | {g['errors']} | {fmt(g['cpu'], 1)} | {ratio(g['rate'], peer_rate) if mine else ''} |")
+    w("")
 
 
 def headline(agg, rb_floor):
@@ -563,14 +593,14 @@ def main() -> None:
     ap.add_argument("--replica-url", default="", help="a primary with one replica (scenario s1r)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--versions", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenarios (s1,s2,s3,s4,s1r,mem)")
+    ap.add_argument("--only", default="", help="comma-separated scenarios (s1,s2,s3,s4,s1r,sem,rw,mem)")
     ap.add_argument("--from-raw", action="store_true", help="only re-render --out from an earlier --raw file")
     a = ap.parse_args()
     a.rounds, a.secs, a.leases = (1, 0.3, 1000) if a.quick else (3, 1.5, 10_000)
     if a.from_raw:
         rerender(a)
         return
-    only = set(a.only.split(",")) if a.only else {"s1", "s2", "s3", "s4", "s1r", "mem"}
+    only = set(a.only.split(",")) if a.only else {"s1", "s2", "s3", "s4", "s1r", "sem", "rw", "mem"}
     port = int(re.search(r":(\d+)", a.url.split("//", 1)[1]).group(1))
     started = time.time()
     load0 = list(os.getloadavg())

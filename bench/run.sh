@@ -5,7 +5,7 @@
 #
 #   bash bench/run.sh            full run (a few minutes) -> bench/results.md
 #   QUICK=1 bash bench/run.sh    smoke run (< 2 min)      -> .build/bench/results-quick.md
-#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s1r s4 mem)
+#   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s1r s4 sem rw mem)
 #   BENCH_OUT=path ...           write the table elsewhere
 #
 # Everything it installs goes OUTSIDE the source tree (gitignored .build/):
@@ -96,7 +96,7 @@ fi
 pkg=$NODE_DIR/fencelock
 mkdir -p "$pkg"
 cp "$ROOT"/node/index.js "$ROOT"/node/index.mjs "$ROOT"/node/native.js "$ROOT"/node/errors.js \
-  "$ROOT"/node/client.js "$ROOT"/node/package.json "$pkg/"
+  "$ROOT"/node/client.js "$ROOT"/node/metrics.js "$ROOT"/node/package.json "$pkg/"
 cp "$rel/libfencelock_node.so" "$pkg/fencelock.linux-x64-gnu.node"
 # fencelock/wasm: its release build (size-optimised wasm, wasm-bindgen glue).
 log "npm run build:wasm (fencelock/wasm)"

@@ -5,11 +5,13 @@
 set -euo pipefail
 
 # redis-server/redis-tools: the test servers and redis-cli for health checks.
+# postgresql: the SQL recipe's test server (ci/postgres.sh; its `postgres`
+# user runs it, as PostgreSQL refuses root).
 # openssl: ci/tls.sh makes the TLS suites' CA and certificates.
 # rustc-web, cargo-web, rust-web-src, lld: Debian's Rust with std sources and
 # wasm-ld, used only by ci/test-wasm.sh because rustup cannot add the
 # wasm32-unknown-unknown target on this machine.
-packages=(redis-server redis-tools openssl rustc-web cargo-web rust-web-src lld)
+packages=(redis-server redis-tools postgresql openssl rustc-web cargo-web rust-web-src lld)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -25,8 +27,9 @@ sudo=()
 [ "$(id -u)" -eq 0 ] || sudo=(sudo)
 export DEBIAN_FRONTEND=noninteractive
 
-# Keep the redis-server package from starting its own daemon on port 6379:
-# the harness starts exactly the servers it needs and nothing else. Only if no
+# Keep the redis-server and postgresql packages from starting their own
+# daemons (ports 6379, 5432): the harness starts exactly the servers it needs
+# and nothing else. Only if no
 # policy is in place already, and removed again however we exit.
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then

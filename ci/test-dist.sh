@@ -5,10 +5,12 @@
 #  1. the wheel into fresh venvs of Python 3.9 (pyenv, when present) and
 #     of the newest Python here, the npm tarballs into a fresh directory,
 #     all with a PATH holding only python/node/npm/redis (no cargo, rustc);
-#  2. the README quick starts against a real redis-server, through the same
-#     tests that run them in the python and node suites
-#     (python/tests/test_docs.py, node/test/readme.test.js), pointed at the
-#     installed packages instead of the checkout.
+#  2. the README quick starts (and the Operations examples: the wheel's
+#     `fencelock` console script, metrics) against a real redis-server,
+#     through the same tests that run them in the python and node suites
+#     (python/tests/test_docs.py, test_operations_readme.py,
+#     node/test/readme.test.js), pointed at the installed packages instead
+#     of the checkout.
 # Uses the harness's servers when ci/test.sh exported them, else starts its
 # own with ci/redis.sh and stops them.
 set -euo pipefail
@@ -57,12 +59,15 @@ for py in "${pythons[@]}"; do
   name=$(basename "$(dirname "$(dirname "$py")")")
   venv=$work/venv-$name
   "$py" -m venv "$venv"
-  # pytest and pytest-timeout run the test; fencelock comes from the wheel only.
+  # pytest and pytest-timeout run the tests; fencelock comes from the wheel
+  # only (prometheus_client: the README's metrics example exports to it).
   PATH=$bare "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary :all: \
-    "$wheel" pytest pytest-timeout
+    "$wheel" pytest pytest-timeout prometheus_client
   echo "test-dist: $("$venv/bin/python" -V) with $(basename "$wheel"), no cargo on PATH"
+  # The quick start, and the Operations examples through the wheel's own
+  # `fencelock` console script.
   (cd python/tests && PATH=$venv/bin:$bare "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-    test_docs.py::test_readme_quick_start_runs)
+    test_docs.py::test_readme_quick_start_runs test_operations_readme.py)
 done
 
 # npm: both tarballs into an empty project, as `npm install fencelock` from a
@@ -76,12 +81,15 @@ mkdir -p "$app"
     "$root/dist/fencelock-$version.tgz" "$root/dist/fencelock-linux-x64-gnu-$version.tgz"
   test -f node_modules/fencelock-linux-x64-gnu/fencelock.linux-x64-gnu.node
   test -f node_modules/fencelock/wasm/pkg/fencelock_wasm_bg.wasm
+  test -f node_modules/fencelock/sql.js   # fencelock/sql, the SQL recipe
   ! ls node_modules/fencelock/*.node 2>/dev/null
 )
 # The fencelock/wasm quick start drives the app's own ioredis client: the app
 # installs it as a user would (the version node/'s lockfile pins).
+# The metrics example exports to the app's own prom-client, the same way.
 ioredis=$(node -p 'require("./node/package-lock.json").packages["node_modules/ioredis"].version')
-(cd "$app" && PATH=$bare npm install --prefer-offline --no-audit --no-fund --loglevel=error "ioredis@$ioredis")
+promclient=$(node -p 'require("./node/package-lock.json").packages["node_modules/prom-client"].version')
+(cd "$app" && PATH=$bare npm install --prefer-offline --no-audit --no-fund --loglevel=error "ioredis@$ioredis" "prom-client@$promclient")
 echo "test-dist: node $(node -v) with the npm tarballs, no cargo on PATH"
 (cd node && PATH=$bare FENCELOCK_README_DIR=$app node --test test/readme.test.js test/wasm/readme.test.js)
 echo "test-dist: ok"

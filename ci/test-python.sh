@@ -2,8 +2,9 @@
 # Build the Python package with `pip install ./python` and run its pytest
 # suite (plus mypy --strict over the typed API example) against real Redis.
 #
-# Uses FENCELOCK_TEST_REDIS_URL / FENCELOCK_TEST_REDLOCK_URLS when the harness
-# set them; otherwise the test fixtures start private redis-servers.
+# Uses FENCELOCK_TEST_REDIS_URL / FENCELOCK_TEST_REDLOCK_URLS (and
+# FENCELOCK_TEST_PG_URL) when the harness set them; otherwise the test
+# fixtures start private redis-servers (and a PostgreSQL, ci/postgres.sh).
 # Idempotent: the venv at .build/venv is created once and reused.
 set -euo pipefail
 
@@ -22,9 +23,12 @@ fi
 py="$venv/bin/python"
 
 # Tools, once (pinned majors; pip is quiet when they are already there).
-if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy' 2>/dev/null \
+# psycopg: the SQL recipe's tests run fencelock.sql against PostgreSQL;
+# prometheus_client: the metrics hook's tests export to a real registry.
+if ! "$py" -c 'import maturin, pytest, pytest_timeout, mypy, psycopg, prometheus_client' 2>/dev/null \
     || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1\.16\.'; then
-    "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest pytest-timeout mypy
+    "$py" -m pip install --quiet --disable-pip-version-check 'maturin==1.16.*' pytest pytest-timeout mypy \
+        'psycopg[binary]==3.*' prometheus_client
 fi
 
 # The real install path users take: a PEP 517 build of ./python from source
@@ -55,8 +59,9 @@ done
 if [ -n "$py39" ] && [ $rc -eq 0 ] && [ $# -eq 0 ]; then
     venv39="$root/.build/venv39"
     [ -x "$venv39/bin/python" ] || "$py39" -m venv "$venv39"
-    "$venv39/bin/python" -c 'import pytest, pytest_timeout' 2>/dev/null \
-        || "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-timeout
+    "$venv39/bin/python" -c 'import pytest, pytest_timeout, psycopg, prometheus_client' 2>/dev/null \
+        || "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check pytest pytest-timeout \
+            'psycopg[binary]==3.*' prometheus_client
     "$venv39/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
     echo "test-python: pytest ($("$venv39/bin/python" -V), same wheel)"
     "$venv39/bin/pytest" -q -p no:cacheprovider . --deselect tests/test_docs.py::test_typed_example_passes_mypy_strict \

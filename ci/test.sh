@@ -20,13 +20,16 @@ bash ci/setup.sh
 # Our own run directory, so a developer's `make redis-start` servers are
 # neither reused nor stopped by this run.
 export FENCELOCK_REDIS_RUN_DIR=$PWD/.build/test-redis
+export FENCELOCK_PG_RUN_DIR=$PWD/.build/test-postgres
 # Stop the servers on every exit path; turn Ctrl-C/TERM into an exit so the
 # EXIT trap runs (bash waits for the running suite to end first).
-trap 'bash ci/redis.sh stop' EXIT
+trap 'bash ci/redis.sh stop; bash ci/postgres.sh stop' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 bash ci/redis.sh start
-set -a; . "$FENCELOCK_REDIS_RUN_DIR/env"; set +a
+# One PostgreSQL for the SQL recipe's tests (FENCELOCK_TEST_PG_URL).
+bash ci/postgres.sh start
+set -a; . "$FENCELOCK_REDIS_RUN_DIR/env"; . "$FENCELOCK_PG_RUN_DIR/env"; set +a
 
 summary=()
 failed=()

@@ -1,14 +1,18 @@
 """`make demo`: Python and Node workers share per-resource fencelock locks
-while processing one job queue, writing to a ledger that rejects stale
-fencing tokens. Mid-run one lock holder is SIGKILLed (its lock expires and is
-taken over) and another is SIGSTOPped past its TTL and resumed (its late write
-must be rejected by the fence). Prints progress, then a summary; exits 1 if
+while processing one job queue, writing to per-resource ledgers with
+fencelock's fenced writes (`lease.fenced_hset` / `lease.fencedHSet`: a ledger
+refuses a stale fencing token). Mid-run one lock holder is SIGKILLed (its lock
+expires and is taken over), another is SIGSTOPped past its TTL and resumed
+(its late write must be refused: its lease knows it expired), and a third,
+slow one has its lock force-released by an "operator" who then writes to
+that ledger (the slow holder's write, sent with a still-valid lease, must be
+refused by the ledger itself). Prints progress, then a summary; exits 1 if
 an invariant broke.
 
 Environment: REDIS_URL (default: a private redis-server on a free loopback
 port, stopped at the end), DEMO_JOBS (300), DEMO_RESOURCES (4), DEMO_TTL_MS
-(1000), DEMO_WORKERS (3 per language); DEMO_UNFENCED=1 makes the ledger
-ignore fences, to see the invariant checks fail; DEMO_WASM=1 runs the first
+(1000), DEMO_WORKERS (3 per language); DEMO_UNFENCED=1 makes the workers
+write with a plain HSET instead, to see the invariant checks fail; DEMO_WASM=1 runs the first
 Node worker on fencelock/wasm (the WebAssembly core over an ioredis client).
 """
 
@@ -30,6 +34,8 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 from fltest import Redis, Server  # noqa: E402
+
+import fencelock  # noqa: E402
 
 JOBS = int(os.environ.get("DEMO_JOBS", "300"))
 RESOURCES = int(os.environ.get("DEMO_RESOURCES", "4"))
@@ -87,6 +93,7 @@ class Demo:
         self.killed: Optional[Dict[str, Any]] = None  # the SIGKILLed holder's acquire event
         self.paused: Optional[Dict[str, Any]] = None  # the SIGSTOPped holder's acquire event
         self.resumed = False
+        self.forced: Optional[Dict[str, Any]] = None  # the force-released holder's acquire event
         self.ready = 0
 
     def run(self) -> int:
@@ -98,6 +105,7 @@ class Demo:
         say(f"{JOBS} jobs on {RESOURCES} resources, {len(self.workers)} workers "
             f"({PER_LANG} Python, {PER_LANG} Node), lock TTL {TTL_MS} ms, namespace {ns}")
         self.kill_victim, self.pause_victim = f"node-{min(2, PER_LANG)}", f"py-{min(2, PER_LANG)}"
+        self.force_victim = f"node-{min(3, PER_LANG)}"
         next_progress = time.time()
         try:
             while self.total() < JOBS:
@@ -145,11 +153,16 @@ class Demo:
             self.problems.append(f"{w} exited with status {self.workers[w].proc.returncode}")
         if ev == "acquired":
             self.on_acquired(e)
-        if ev == "stale":
+        if ev == "stale" and e["by"] == "ledger":
             say(f"ledger REJECTED {w}'s late write for {e['res']}: fence {e['fence']} < {e['last']} (job {e['job']} re-queued)")
+        elif ev == "stale":
+            say(f"lease REFUSED {w}'s late write for {e['res']}: it knows its lock expired (job {e['job']} re-queued)")
+        if ev == "stale" and self.forced and w == self.forced["w"] and e["res"] == self.forced["res"]:
+            self.forced["refused_by"] = e["by"]
         if ev == "lost" and self.paused and w == self.paused["w"]:
             say(f"{w}: release says LockLost, as it should")
-        if ev == "wrote" and self.paused and not self.resumed and e["res"] == self.paused["res"]:
+        if (ev == "wrote" and self.paused and not self.resumed and e["res"] == self.paused["res"]
+                and e["fence"] > self.paused["fence"]):  # a takeover, not an earlier holder's write
             say(f"{w} took over {e['res']} with fence {e['fence']} (> {self.paused['fence']}) and wrote; SIGCONT {self.paused['w']}")
             self.resumed = True
             os.kill(self.workers[self.paused["w"]].proc.pid, signal.SIGCONT)
@@ -175,11 +188,30 @@ class Demo:
             self.workers[w].fate = "SIGSTOP+SIGCONT"
             self.paused = e
             say(f"SIGSTOP {w} while it holds {e['res']} (fence {e['fence']}), past its {TTL_MS} ms TTL")
+        if (not self.forced and w == self.force_victim and w not in (self.kill_victim, self.pause_victim)
+                and self.total() >= JOBS * 0.55):
+            if not e["slow"]:
+                self.redis.execute("SET", self.ns + "slow:" + w, 1)
+                return
+            self.force_release(e)
+
+    def force_release(self, e: Dict[str, Any]) -> None:
+        """An operator takes the lock back from a slow holder and writes to
+        the ledger with a newer fence; the slow holder's lease stays valid,
+        so its write reaches the ledger, which must refuse it."""
+        lock = self.ns + e["res"]
+        with fencelock.Client(self.url) as operator:
+            fence = operator.force_release(lock)
+            with operator.lock(lock, ttl=TTL_MS / 1000, wait=5.0) as lease:
+                lease.fenced_hset(self.ns + "ledger:" + e["res"], "operator", "took it back")
+        self.forced = dict(e)
+        say(f"operator force-released {e['res']} from the slow {e['w']} (fence {e['fence']}; new fence {fence}) and wrote")
 
     def requeue(self, w: str) -> None:
         """The dead worker's unfinished job goes back to the queue."""
         for job in self.redis.execute("LRANGE", self.ns + "processing:" + w, 0, -1):
-            if not self.redis.execute("HEXISTS", self.ns + "done", job.split()[0]):
+            job_id, resource = job.split()
+            if not self.redis.execute("HEXISTS", self.ns + "ledger:" + resource.decode(), job_id):
                 self.redis.execute("LPUSH", self.ns + "jobs", job)
                 say(f"re-queued {job.decode()} from the dead {w}")
         self.redis.execute("DEL", self.ns + "processing:" + w)
@@ -192,10 +224,18 @@ class Demo:
 
     def summary(self) -> int:
         r, ns = self.redis, self.ns
-        stats = dict(zip(*[iter(r.execute("HGETALL", ns + "stats"))] * 2))
-        stale, double = int(stats.get(b"stale", 0)), int(stats.get(b"double", 0))
-        done_hash = dict(zip(*[iter(r.execute("HGETALL", ns + "done"))] * 2))
-        history = [h.decode().split() for h in r.execute("LRANGE", ns + "history", 0, -1)]
+        # What the ledgers hold (jobs per resource, beside each one's "fence"),
+        # and what the workers reported: writes accepted and refused.
+        done_jobs = set()
+        for i in range(RESOURCES):
+            fields = r.execute("HKEYS", f"{ns}ledger:acct-{i}")
+            done_jobs.update(f for f in fields if f.startswith(b"job-"))
+        wrote = [e for e in self.log if e["ev"] == "wrote"]
+        stale = sum(1 for e in self.log if e["ev"] == "stale")
+        per_job: Dict[str, int] = {}
+        for e in wrote:
+            per_job[e["job"]] = per_job.get(e["job"], 0) + 1
+        double = sum(1 for n in per_job.values() if n > 1)
 
         # Handoffs: consecutive holders of a resource that differ; latency =
         # from the previous holder's release to the acquire of one who was
@@ -227,7 +267,7 @@ class Demo:
         print()
         median = f"{statistics.median(latencies):.1f} ms" if latencies else "n/a"
         rows = [
-            ("jobs done (ledger)", f"{len(done_hash)}/{JOBS}"),
+            ("jobs done (ledger)", f"{len(done_jobs)}/{JOBS}"),
             ("lock handoffs", str(handoffs)),
             ("median handoff latency", f"{median} (release -> waiter's acquire, {len(latencies)} samples)"),
             ("stale writes rejected", str(stale)),
@@ -239,27 +279,36 @@ class Demo:
         # Invariants.
         if double:
             self.problems.append(f"{double} job(s) processed twice")
-        if len(done_hash) != JOBS:
-            self.problems.append(f"{JOBS - len(done_hash)} job(s) never done")
+        if len(done_jobs) != JOBS:
+            self.problems.append(f"{JOBS - len(done_jobs)} job(s) never done")
+        # Accepted writes, in the order they were reported: a holder reports
+        # its write before releasing, and the next holder writes only after
+        # acquiring, so per resource the fences must increase.
         last: Dict[str, int] = {}
-        for res, fence, _job, _w in history:
-            if int(fence) <= last.get(res, 0):
+        for e in sorted(wrote, key=lambda e: e["t"]):
+            res, fence = e["res"], int(e["fence"])
+            if fence <= last.get(res, 0):
                 self.problems.append(f"ledger accepted fence {fence} on {res} after {last[res]}")
-            last[res] = int(fence)
+            last[res] = fence
         if not self.killed or not self.killed.get("taken"):
             self.problems.append("the SIGKILLed holder's lock was never taken over")
         elif self.killed["taken"]["fence"] <= self.killed["fence"]:
             self.problems.append("the takeover after the SIGKILL did not get a larger fence")
         if not self.paused:
             self.problems.append("no holder was paused")
-        elif stale < 1:
+        elif not any(e["ev"] == "stale" and e["w"] == self.paused["w"] for e in self.log):
             self.problems.append("the paused holder's late write was not rejected")
+        if self.force_victim not in (self.kill_victim, self.pause_victim):
+            if not self.forced:
+                self.problems.append("no holder was force-released")
+            elif self.forced.get("refused_by") != "ledger":
+                self.problems.append("the force-released holder's write was not refused by the ledger")
         print()
         if self.problems:
             for p in self.problems:
                 print(f"INVARIANT BROKEN: {p}")
             return 1
-        print("OK: every job done exactly once; the late write was fenced off")
+        print("OK: every job done exactly once; the late writes were fenced off")
         return 0
 
     def cleanup(self) -> None:

@@ -1,13 +1,12 @@
 'use strict'
 // A demo worker (Node): takes jobs from the queue, locks the job's resource
-// with fencelock, "works", writes the result to the fenced ledger, releases.
-// Prints one JSON event per line for the orchestrator.
+// with fencelock, "works", writes the result to the resource's ledger with a
+// fenced write (`lease.fencedHSet`: the ledger refuses a stale lock holder),
+// releases. Prints one JSON event per line for the orchestrator.
 // Usage: node worker.js REDIS_URL NAMESPACE WORKER_NAME TTL_MS
-const fs = require('node:fs')
-const path = require('node:path')
 // FENCELOCK_NODE_FLAVOUR=wasm (DEMO_WASM=1): fencelock/wasm over ioredis.
 const { fencelock, connect } = require('../tests/node/flavour.js')
-const { LockLostError } = fencelock
+const { LockLostError, StaleFenceError } = fencelock
 const { Redis } = require('../tests/support/fltest.js')
 
 const [url, ns, me, ttlMs] = process.argv.slice(2)
@@ -17,7 +16,6 @@ const emit = (ev, fields = {}) => console.log(JSON.stringify({ ev, w: me, t: Dat
 
 async function main() {
   const redis = await Redis.connect(url)
-  const ledger = (await redis.cmd('SCRIPT', 'LOAD', fs.readFileSync(path.join(__dirname, 'ledger.lua')))).toString()
   const client = await connect(url)
   emit('ready')
   while (!(await redis.cmd('EXISTS', `${ns}stop`))) {
@@ -33,11 +31,20 @@ async function main() {
     const slow = (await redis.cmd('GETDEL', `${ns}slow:${me}`)) !== null
     emit('acquired', { job: jobId, res: resource, fence, waited_from: waitedFrom, slow })
     await sleep(slow ? 600 : 40 + Math.random() * 40) // the work
-    const [ok, last] = await redis.cmd('EVALSHA', ledger, 4, `${ns}fences`, `${ns}done`, `${ns}stats`, `${ns}history`, resource, fence, jobId, me, MODE)
-    if (ok) emit('wrote', { job: jobId, res: resource, fence })
-    else {
-      // our lock expired while we were paused: someone else owns the resource now
-      emit('stale', { job: jobId, res: resource, fence, last })
+    // The resource's ledger: a hash of job -> worker, and the last fence it
+    // accepted (field "fence"), which the fenced write checks and records.
+    const ledger = `${ns}ledger:${resource}`
+    try {
+      if (MODE === 'fenced') await lease.fencedHSet(ledger, jobId, me)
+      else await redis.cmd('HSET', ledger, jobId, me) // DEMO_UNFENCED=1: no fence check (see what breaks)
+      emit('wrote', { job: jobId, res: resource, fence })
+    } catch (err) {
+      // We were paused or force-released: not ours any more. StaleFenceError:
+      // the ledger refused (it accepted a newer fence); plain LockLostError:
+      // our lease knew it had expired and sent nothing.
+      if (!(err instanceof LockLostError)) throw err
+      const by = err instanceof StaleFenceError ? 'ledger' : 'lease'
+      emit('stale', { job: jobId, res: resource, fence, by, last: err.accepted === undefined ? null : Number(err.accepted) })
       await redis.cmd('LPUSH', `${ns}jobs`, job) // retry the job later
     }
     await redis.cmd('LREM', `${ns}processing:${me}`, 1, job)

@@ -1,6 +1,7 @@
 """A demo worker (Python): takes jobs from the queue, locks the job's
-resource with fencelock, "works", writes the result to the fenced ledger,
-releases. Prints one JSON event per line for the orchestrator.
+resource with fencelock, "works", writes the result to the resource's ledger
+with a fenced write (`lease.fenced_hset`: the ledger refuses a stale lock
+holder), releases. Prints one JSON event per line for the orchestrator.
 Usage: worker.py REDIS_URL NAMESPACE WORKER_NAME TTL_MS"""
 
 import json
@@ -23,7 +24,6 @@ def emit(ev: str, **fields: object) -> None:
 
 
 redis = Redis(url)
-ledger = redis.execute("SCRIPT", "LOAD", (Path(__file__).parent / "ledger.lua").read_bytes()).decode()
 client = fencelock.Client(url)
 emit("ready")
 while not redis.execute("EXISTS", ns + "stop"):
@@ -37,14 +37,20 @@ while not redis.execute("EXISTS", ns + "stop"):
     slow = redis.execute("GETDEL", ns + "slow:" + me) is not None
     emit("acquired", job=job_id, res=resource, fence=lease.fence, waited_from=waited_from, slow=slow)
     time.sleep(0.6 if slow else random.uniform(0.04, 0.08))  # the work
-    ok, last = redis.execute(
-        "EVALSHA", ledger, 4, ns + "fences", ns + "done", ns + "stats", ns + "history",
-        resource, lease.fence, job_id, me, MODE,
-    )
-    if ok:
+    # The resource's ledger: a hash of job -> worker, and the last fence it
+    # accepted (field "fence"), which the fenced write checks and records.
+    ledger = ns + "ledger:" + resource
+    try:
+        if MODE == "fenced":
+            lease.fenced_hset(ledger, job_id, me)
+        else:  # DEMO_UNFENCED=1: a plain write, no fence check (see what breaks)
+            redis.execute("HSET", ledger, job_id, me)
         emit("wrote", job=job_id, res=resource, fence=lease.fence)
-    else:  # our lock expired while we were paused: someone else owns the resource now
-        emit("stale", job=job_id, res=resource, fence=lease.fence, last=last)
+    except fencelock.LockLost as refused:  # we were paused or force-released: not ours any more
+        # StaleFence: the ledger refused (it accepted a newer fence); plain
+        # LockLost: our lease knew it had expired and sent nothing.
+        by = "ledger" if isinstance(refused, fencelock.StaleFence) else "lease"
+        emit("stale", job=job_id, res=resource, fence=lease.fence, by=by, last=getattr(refused, "accepted", None))
         redis.execute("LPUSH", ns + "jobs", job)  # retry the job later
     redis.execute("LREM", ns + "processing:" + me, 1, job)
     try:

@@ -13,14 +13,15 @@
 const os = require('node:os')
 const util = require('node:util')
 const { fromNative } = require('./errors.js')
+const primitives = require('./primitives.js')
 
 const kCreate = Symbol('fencelock.create')
 
-async function call(fn, lockName) {
+async function call(fn, lockName, fenced) {
   try {
     return await fn()
   } catch (err) {
-    throw fromNative(err, lockName)
+    throw fromNative(err, lockName, fenced)
   }
 }
 
@@ -43,6 +44,22 @@ function checkName(name) {
     e.code = 'ERR_INVALID_ARG_VALUE'
     throw e
   }
+}
+
+// `options` as an object whose keys are all `known` (a misspelled key would
+// otherwise be ignored); `{}` for undefined.
+function knownOptions(what, options, known) {
+  if (options === undefined) return {}
+  const bad = (message) => {
+    const e = new TypeError(message)
+    e.code = 'ERR_INVALID_ARG_TYPE'
+    return e
+  }
+  if (options === null || typeof options !== 'object') throw bad(`${what} must be an object`)
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw bad(`${what} has an unknown key ${JSON.stringify(key)} (known: ${known.join(', ')})`)
+  }
+  return options
 }
 
 // ------------------------------------------------------------------ lease
@@ -123,6 +140,20 @@ class Lease {
     this.#native.stopRenewing()
   }
 
+  /**
+   * Fenced write: the hash `key` gets `value` (field `value`) and this
+   * lease's fence (field `fence`) unless it accepted a newer fence
+   * (StaleFenceError, nothing written). Equal fences pass.
+   */
+  fencedSet(key, value) {
+    return call(() => this.#native.fencedSet(key, value), this.#name, { resource: key, fence: this.fence })
+  }
+
+  /** `fencedSet` of one field of the hash `key` (not `fence`). */
+  fencedHSet(key, field, value) {
+    return call(() => this.#native.fencedHset(key, field, value), this.#name, { resource: key, fence: this.fence })
+  }
+
   [Symbol.asyncDispose]() {
     return this.release()
   }
@@ -155,6 +186,40 @@ Object.defineProperty(Lease.prototype, Symbol.toStringTag, { value: 'Lease' })
 
 // ------------------------------------------------------------------ client
 
+/** A native LockInfo as the frozen `{ held, ttl, fence, heldByMe }` of the API. */
+function lockInfo(info) {
+  return Object.freeze({
+    held: info.held,
+    ttl: info.ttl ?? null,
+    fence: info.fence ?? null,
+    heldByMe: info.heldByMe,
+  })
+}
+
+/**
+ * An async iterator over `next()` (null ends it). Not a generator: a
+ * `for await` that breaks, or a step given up on, leaves nothing behind,
+ * and a later `next()` goes on where the cursor is.
+ */
+function steps(next) {
+  let done = false
+  return {
+    async next() {
+      if (done) return { done: true, value: undefined }
+      const value = await next()
+      if (value === null) done = true
+      return value === null ? { done: true, value: undefined } : { done: false, value }
+    },
+    async return() {
+      done = true
+      return { done: true, value: undefined }
+    },
+    [Symbol.asyncIterator]() {
+      return this
+    },
+  }
+}
+
 /**
  * A lock client over one backend handle. The flavours subclass it with their
  * constructor: `Client.connect(url)` (index.js), `Client.fromRedis(redis)`
@@ -163,12 +228,14 @@ Object.defineProperty(Lease.prototype, Symbol.toStringTag, { value: 'Lease' })
 class Client {
   #native
   #CancelHandle
+  #Kind
   #closed = false
 
-  constructor(key, handle, CancelHandle) {
+  constructor(key, handle, CancelHandle, Kind) {
     if (key !== kCreate) throw new TypeError(`use ${new.target.howToCreate} to create a Client`)
     this.#native = handle
     this.#CancelHandle = CancelHandle
+    this.#Kind = Kind
   }
 
   /** Acquire `name`, waiting up to `options.wait` ms (forever if undefined). */
@@ -181,7 +248,41 @@ class Client {
     return this.#acquire('tryAcquire', name, options)
   }
 
-  async #acquire(method, name, options) {
+  /**
+   * A counting semaphore of `options.permits` permits (a whole number from 1
+   * to 1,000,000: RangeError outside, TypeError for a non-number). Its keys
+   * live beside a mutex of the same name, never shared with it.
+   */
+  semaphore(name, options) {
+    checkName(name)
+    const { permits } = knownOptions('options', options, ['permits'])
+    const kind = this.#kindOf('semaphore', permits)
+    return new primitives.Semaphore(primitives.kCreate, this, name, kind)
+  }
+
+  /** A read-write lock: `rw.reader` (shared) and `rw.writer` (exclusive). */
+  rwLock(name) {
+    checkName(name)
+    return new primitives.RwLock(primitives.kCreate, this, name, this.#kindOf('read'), this.#kindOf('write'))
+  }
+
+  #kindOf(what, permits) {
+    try {
+      return new this.#Kind(what, permits)
+    } catch (err) {
+      throw fromNative(err)
+    }
+  }
+
+  [primitives.kAcquireAs](method, name, options, kind) {
+    return this.#acquire(method, name, options, kind)
+  }
+
+  async [primitives.kInspectAs](name, kind) {
+    return this.#inspect(name, kind)
+  }
+
+  async #acquire(method, name, options, kind) {
     checkName(name)
     const signal = signalOf(options)
     signal?.throwIfAborted()
@@ -193,7 +294,7 @@ class Client {
     signal?.addEventListener('abort', onAbort, { once: true })
     let grant
     try {
-      grant = await this.#native[method](name, options, cancel)
+      grant = await this.#native[method](name, options, cancel, kind)
     } catch (err) {
       if (signal?.aborted) throw signal.reason
       throw fromNative(err, name)
@@ -211,14 +312,12 @@ class Client {
    * heldByMe }` (`ttl` ms or null, `fence` bigint or null; never a token).
    */
   async inspect(name) {
+    return this.#inspect(name, undefined)
+  }
+
+  async #inspect(name, kind) {
     checkName(name)
-    const info = await call(() => this.#native.inspect(name), name)
-    return Object.freeze({
-      held: info.held,
-      ttl: info.ttl ?? null,
-      fence: info.fence ?? null,
-      heldByMe: info.heldByMe,
-    })
+    return lockInfo(await call(() => this.#native.inspect(name, kind), name))
   }
   /**
    * An operator's force-release: delete the lock whoever holds it, wake its
@@ -236,25 +335,54 @@ class Client {
 
 
   /**
+   * The locks held now whose names match `pattern` (Redis's glob syntax over
+   * lock names: `*`, `?`, `[a-z]`, `\` escapes; default `'*'`), as an async
+   * iterator of `{ name, info }` in name order (`info` as from `inspect`;
+   * `name` a string, or a Buffer if the pattern was one or the name is not
+   * UTF-8). Found with SCAN on every node (every primary of a cluster),
+   * never KEYS; read-only. A bad pattern throws here, at the call.
+   */
+  list(pattern = '*') {
+    checkName(pattern)
+    const cursor = this.#operatorTool('list', pattern, () => this.#native.list(pattern))
+    return steps(async () => {
+      const item = await call(() => cursor.next(), pattern)
+      return item == null ? null : { name: item.name, info: lockInfo(item.info) }
+    })
+  }
+
+  /**
+   * Follow `name`: an async iterator of its `LockInfo` now, then one each
+   * time its holder or fence changes (acquired, released, expired,
+   * force-released; renewals are not changes). Releases are heard at once;
+   * Redis is asked again every `options.interval` ms (default 250) and when
+   * the holder's TTL runs out. Endless: `break` to stop watching.
+   */
+  watch(name, options) {
+    checkName(name)
+    const cursor = this.#operatorTool('watch', name, () => this.#native.watch(name, options))
+    return steps(async () => lockInfo(await call(() => cursor.next(), name)))
+  }
+
+  #operatorTool(method, name, open) {
+    if (typeof this.#native[method] !== 'function') {
+      const e = new TypeError(`client.${method}() is not available in fencelock/wasm: use the native client or the fencelock CLI`)
+      e.code = 'ERR_FENCELOCK_UNSUPPORTED'
+      throw e
+    }
+    try {
+      return open()
+    } catch (err) {
+      throw fromNative(err, name)
+    }
+  }
+
+  /**
    * Run `fn(lease)` holding the lock; release on every exit path. Rejects
    * with LockLostError if the lease was lost while fn ran (unless fn threw).
    */
   async withLock(name, options, fn) {
-    if (typeof fn !== 'function') {
-      const e = new TypeError('withLock needs a callback function as its third argument')
-      e.code = 'ERR_INVALID_ARG_TYPE'
-      throw e
-    }
-    const lease = await this.acquire(name, options)
-    let result
-    try {
-      result = await fn(lease)
-    } catch (err) {
-      await lease.release().catch(() => {})
-      throw err
-    }
-    await lease.release()
-    return result
+    return primitives.withLease(() => this.acquire(name, options), fn)
   }
 
   /** Stop the client; held leases expire by their TTL. */

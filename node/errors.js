@@ -44,6 +44,24 @@ class LockLostError extends LockError {
   }
 }
 
+/**
+ * A fenced write was refused: the resource already accepted a newer fence
+ * (a newer holder wrote, or the lock was force-released), so nothing was
+ * written. A LockLostError: stop working as the holder. `resource`: the
+ * Redis key or SQL table; `fence`: the refused fence; `accepted`: the newer
+ * one the resource holds (bigints). `lockName` is undefined when a bare
+ * fence, not a lease, was passed to fencelock/sql.
+ */
+class StaleFenceError extends LockLostError {
+  constructor(message, options) {
+    super(message, options)
+    this.code = 'STALE_FENCE'
+    this.resource = options?.resource
+    this.fence = options?.fence
+    this.accepted = options?.accepted
+  }
+}
+
 /** Redis was unreachable or answered with an error. */
 class RedisError extends LockError {
   constructor(message, options) {
@@ -66,11 +84,15 @@ class ClientClosedError extends RedisError {
 
 // The native side prefixes every message with its kind (see
 // bindings/node/src/lib.rs): the one rule that maps Rust errors to JS.
-// NotAcquired carries its reason: `NOT_ACQUIRED(held): ...`.
-const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|REDIS|CLIENT_CLOSED|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?: ([\s\S]*)$/
+// NotAcquired carries its reason: `NOT_ACQUIRED(held): ...`, StaleFence
+// the accepted fence: `STALE_FENCE(7): ...`.
+const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|STALE_FENCE|REDIS|CLIENT_CLOSED|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?: ([\s\S]*)$/
 
-/** `lockName`: the name the failed call was about, if any. */
-function fromNative(err, lockName) {
+/**
+ * `lockName`: the name the failed call was about, if any; `fenced`: `{
+ * resource, fence }` of a fenced write (a StaleFenceError carries them).
+ */
+function fromNative(err, lockName, fenced) {
   const match = err instanceof Error ? TAGGED.exec(err.message) : null
   if (!match) return err
   const [, code, reason, message] = match
@@ -79,6 +101,8 @@ function fromNative(err, lockName) {
       return new NotAcquiredError(message, { lockName, reason })
     case 'LOCK_LOST':
       return new LockLostError(message, { lockName })
+    case 'STALE_FENCE':
+      return new StaleFenceError(message, { lockName, ...fenced, accepted: BigInt(reason) })
     case 'REDIS':
       return new RedisError(message, { lockName })
     case 'CLIENT_CLOSED':
@@ -102,4 +126,4 @@ function fromNative(err, lockName) {
   }
 }
 
-module.exports = { LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError, fromNative }
+module.exports = { LockError, NotAcquiredError, LockLostError, StaleFenceError, RedisError, ClientClosedError, fromNative }

@@ -121,12 +121,91 @@ export declare class Client implements AsyncDisposable {
    */
   forceRelease(name: LockName): Promise<bigint>
   /**
+   * A counting semaphore of `options.permits` permits (a whole number from 1
+   * to 1,000,000: RangeError outside, TypeError for a non-number; every
+   * client of one semaphore should pass the same). Its keys live beside a
+   * mutex of the same name, never shared with it.
+   */
+  semaphore(name: LockName, options: SemaphoreOptions): Semaphore
+  /** A read-write lock: `rw.reader` (shared) and `rw.writer` (exclusive, writers preferred). */
+  rwLock(name: LockName): RwLock
+  /**
+   * The locks held now whose names match `pattern` (Redis's glob syntax over
+   * lock names: `*`, `?`, `[a-z]`, `\` escapes; default `'*'`), in name
+   * order, each with what `inspect` says about it. SCAN on every node (every
+   * primary of a cluster), never KEYS; read-only. A bad pattern (empty, over
+   * 1024 bytes, an unclosed `[`, a trailing `\`) throws a RangeError here;
+   * a non-string a TypeError.
+   */
+  list(pattern?: LockName): AsyncIterableIterator<ListedLock>
+  /**
+   * `name`'s LockInfo now, then one each time its holder or fence changes
+   * (acquired, released, expired, force-released; not renewals). Releases
+   * are heard at once; Redis is asked again every `options.interval` ms
+   * (default 250) and when the holder's TTL runs out. Endless.
+   */
+  watch(name: LockName, options?: WatchOptions): AsyncIterableIterator<LockInfo>
+  /**
    * Close the connections. Leases still held expire by their TTL; pending
    * and later acquires, and extend/release of its leases, reject with
    * ClientClosedError (a RedisError).
    */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Options of {@link Client.semaphore}. */
+export interface SemaphoreOptions {
+  /** How many leases may hold at once: a whole number from 1 to 1,000,000. */
+  permits: number
+}
+
+/** Acquires leases of one kind of one name: a semaphore's permits, or one side of a read-write lock. */
+export declare class LockSide {
+  protected constructor()
+  /** The name, as given. */
+  readonly name: LockName
+  /**
+   * A lease, waiting as `options.wait` allows (in the server's fair line:
+   * arrival order across every client); NotAcquiredError when the wait runs
+   * out. An aborted signal leaves nothing held and leaves the line.
+   */
+  acquire(options: LockOptions): Promise<Lease>
+  /** One attempt, without standing in line: the lease, or `null`. */
+  tryAcquire(options: LockOptions): Promise<Lease | null>
+  /** Acquire, run `fn(lease)`, release on every exit path (as {@link Client.withLock}). */
+  withLock<T>(options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** What Redis says now about this kind's holders (read-only): `held` while any holds. */
+  inspect(): Promise<LockInfo>
+}
+
+/**
+ * A counting semaphore: up to `permits` leases at once, granted in arrival
+ * order across every process. Each permit is a {@link Lease} with its own
+ * fence. With Redlock a permit needs more than nodes × permits / (permits + 1)
+ * nodes (all three of three for two or more permits).
+ */
+export declare class Semaphore extends LockSide {
+  /** The number of permits. */
+  readonly permits: number
+}
+
+/** `rwLock.reader` or `rwLock.writer`. */
+export declare class RwSide extends LockSide {}
+
+/**
+ * A read-write lock: any number of read leases while no writer holds or
+ * waits, or one write lease; writers are served in arrival order and a
+ * waiting writer holds new readers off (writers never starve). Every lease
+ * has its own fence, from one counter.
+ */
+export declare class RwLock {
+  private constructor()
+  readonly name: LockName
+  /** Read leases: shared. */
+  readonly reader: RwSide
+  /** The write lease: exclusive. */
+  readonly writer: RwSide
 }
 
 /** What {@link Client.inspect} found in Redis. Never carries a token. */
@@ -142,6 +221,38 @@ export interface LockInfo {
   readonly fence: bigint | null
   /** The holder is a live lease of this client. */
   readonly heldByMe: boolean
+}
+
+/** One lock of {@link Client.list}. */
+export interface ListedLock {
+  /** A string, or a Buffer if the pattern was one or the name is not UTF-8. */
+  readonly name: LockName
+  readonly info: LockInfo
+}
+
+/** Options of {@link Client.watch}. */
+export interface WatchOptions {
+  /** Ask Redis at least this often, in ms (default 250; positive and finite). */
+  interval?: number
+}
+
+/**
+ * Lock metrics for prom-client, counted once in the Rust driver for every
+ * native client of the process (no lock names as labels).
+ */
+export declare const metrics: {
+  /**
+   * Count and expose on a prom-client Registry (e.g. `require('prom-client').register`):
+   * `fencelock_acquires_total{outcome}`, `fencelock_contended_attempts_total`,
+   * `fencelock_renewals_total{outcome}`, `fencelock_losses_total`,
+   * `fencelock_releases_total{outcome}`, and the histograms
+   * `fencelock_acquire_latency_seconds` and `fencelock_wait_seconds`.
+   */
+  install(registry: { registerMetric(metric: unknown): void }): void
+  /** Start counting without a registry (install() does it). */
+  enable(): void
+  /** Every metric now, by name (without `_total`). */
+  snapshot(): Record<string, Record<string, number> | { buckets: Array<[number, number]>; count: number; sum: number }>
 }
 
 /** A held lock. `util.inspect`, `toString()` and `JSON.stringify` never show the token. */
@@ -174,6 +285,17 @@ export declare class Lease implements AsyncDisposable {
    * without autoRenew.
    */
   stopRenewing(): void
+  /**
+   * Fenced write: the hash `key` gets `value` (field `value`) and this
+   * lease's fence (field `fence`) unless it has accepted a newer fence
+   * (StaleFenceError, nothing written); equal fences pass (the same holder
+   * writing again). Read it back with `HGET key value`. LockLostError without
+   * sending if the lease is known lost or released; RangeError for an empty
+   * key or a Redlock client; RedisError if `key` is not a hash.
+   */
+  fencedSet(key: string | Buffer, value: string | Buffer): Promise<void>
+  /** `fencedSet` of one field of the hash `key` (not `fence`, which holds the key's last accepted fence). */
+  fencedHSet(key: string | Buffer, field: string | Buffer, value: string | Buffer): Promise<void>
   /** `await using lease = await client.acquire(...)` releases at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>
   toString(): string
@@ -182,7 +304,7 @@ export declare class Lease implements AsyncDisposable {
 
 /** Base class of NotAcquiredError, LockLostError and RedisError (and its ClientClosedError). */
 export declare class LockError extends Error {
-  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'REDIS' | 'CLIENT_CLOSED'
+  readonly code: 'NOT_ACQUIRED' | 'LOCK_LOST' | 'STALE_FENCE' | 'REDIS' | 'CLIENT_CLOSED'
   /** The lock's name as given to acquire; undefined for a client-wide error. (`name` is the class name.) */
   readonly lockName: LockName | undefined
 }
@@ -194,7 +316,20 @@ export declare class NotAcquiredError extends LockError {
 }
 /** The lease is no longer held (expired, taken over, or renewal failed). */
 export declare class LockLostError extends LockError {
-  readonly code: 'LOCK_LOST'
+  readonly code: 'LOCK_LOST' | 'STALE_FENCE'
+}
+/**
+ * A fenced write was refused: the resource already accepted a newer fence (a
+ * newer holder wrote, or the lock was force-released); nothing was written.
+ */
+export declare class StaleFenceError extends LockLostError {
+  readonly code: 'STALE_FENCE'
+  /** The Redis key or SQL table that refused the write. */
+  readonly resource: string | Buffer
+  /** The refused fence. */
+  readonly fence: bigint
+  /** The newer fence the resource had accepted. */
+  readonly accepted: bigint
 }
 /** Redis was unreachable or answered with an error (`'REDIS'`), or the client is closed (ClientClosedError). */
 export declare class RedisError extends LockError {

@@ -4,6 +4,7 @@
 // `fencelock/wasm` (the same API over the app's own Redis client).
 const native = require('./native.js')
 const base = require('./client.js')
+const primitives = require('./primitives.js')
 // The error classes are exported as errors.js defines them (one set for both entries).
 const { fromNative, ...errorClasses } = require('./errors.js')
 
@@ -19,12 +20,18 @@ class Client extends base.Client {
     } catch (err) {
       throw fromNative(err)
     }
-    return new Client(base.kCreate, handle, native.CancelHandle)
+    return new Client(base.kCreate, handle, native.CancelHandle, native.Kind)
   }
 }
 
 module.exports = {
   Client,
   Lease: base.Lease,
+  LockSide: primitives.LockSide,
+  Semaphore: primitives.Semaphore,
+  RwLock: primitives.RwLock,
+  RwSide: primitives.RwSide,
   ...errorClasses,
+  /** Lock metrics for prom-client: `metrics.install(registry)` (see metrics.js). */
+  metrics: require('./metrics.js'),
 }

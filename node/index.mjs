@@ -2,4 +2,4 @@
 // `instanceof` works across `import` and `require`).
 import cjs from './index.js'
 
-export const { Client, Lease, LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError } = cjs
+export const { Client, Lease, LockSide, Semaphore, RwLock, RwSide, LockError, NotAcquiredError, LockLostError, StaleFenceError, RedisError, ClientClosedError, metrics } = cjs

@@ -12,19 +12,70 @@ export declare class CancelHandle {
   cancel(): void
 }
 
+/**
+ * What a lease holds, validated once when `client.semaphore()` or
+ * `client.rwLock()` makes its handle: `new Kind('semaphore', permits)`,
+ * `new Kind('read')`, `new Kind('write')`. Passed to every acquire.
+ */
+export declare class Kind {
+  /**
+   * `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+   * TypeError for a non-number).
+   */
+  constructor(what: string, permits: NumberArg)
+  /** The semaphore's permits; null for another kind. */
+  get permits(): number | null
+}
+export type NativeKind = Kind
+
 export declare class NativeClient {
-  /** Resolves to the grant (never null: a waiting acquire fails instead). */
-  acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant>
+  /**
+   * Resolves to the grant (never null: a waiting acquire fails instead).
+   * `kind`: a semaphore permit, a read or a write lock (default: the mutex).
+   */
+  acquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): Promise<NativeGrant>
   /** Resolves to the grant, or null if the lock is held. */
-  tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null): Promise<NativeGrant | undefined | null>
+  tryAcquire(name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): Promise<NativeGrant | undefined | null>
   /**
    * What Redis says about `name` now (read-only); `client.js` turns the
-   * absent `ttl` / `fence` into null.
+   * absent `ttl` / `fence` into null. `kind`: a semaphore's holders.
    */
-  inspect(name: NameArg): Promise<NativeLockInfo>
+  inspect(name: NameArg, kind?: Kind | undefined | null): Promise<NativeLockInfo>
   /** Remove `name` whoever holds it and advance its fence: resolves to it. */
   forceRelease(name: NameArg): Promise<bigint>
+  /**
+   * A cursor over the held locks whose names match `pattern` (checked
+   * now); `client.js` iterates it.
+   */
+  list(pattern: NameArg): NativeLockList
+  /**
+   * A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
+   * iterates it.
+   */
+  watch(name: NameArg, options: OptionsArg): NativeLockWatch
   close(): Promise<undefined>
+}
+
+/**
+ * The statements of one fenced SQL update (the core's `FencedUpdate`, `$n`
+ * placeholders): `fencelock/sql` runs them with node-postgres.
+ */
+export declare class NativeFencedUpdate {
+  /**
+   * `table`: the qualified parts; `set`, `filter` (the where): column names; `fence`
+   * (a decimal string): the writer's, from the lease of lock `name` if any.
+   */
+  constructor(table: Array<string>, set: Array<string>, filter: Array<string>, fenceColumn: string, fence: string, name?: NameArg | undefined | null)
+  /** The `UPDATE`: set values, fence, where values, fence. */
+  get update(): string
+  /** The `SELECT max(fence)` after an update that changed no row. */
+  get check(): string
+  /**
+   * Rows updated (`updated`, else 0), or throws `STALE_FENCE(accepted)`
+   * when the check found `newest` (a decimal string, or null), a newer
+   * fence than the writer's.
+   */
+  outcome(updated: number, newest?: string | undefined | null): number
 }
 
 /**
@@ -64,10 +115,47 @@ export declare class NativeLease {
   held(): Promise<boolean>
   /** Stop auto-renewal (no command; a no-op without autoRenew). */
   stopRenewing(): void
+  /**
+   * Fenced write of the hash `key` (field `value`): rejects with
+   * `STALE_FENCE(accepted)` if it accepted a newer fence.
+   */
+  fencedSet(key: NameArg, value: NameArg): Promise<undefined>
+  /** Fenced write of one field of the hash `key`. */
+  fencedHset(key: NameArg, field: NameArg, value: NameArg): Promise<undefined>
+}
+
+/** `client.list(pattern)`'s cursor. */
+export declare class NativeLockList {
+  /** Resolves to the next held lock, or null once every one was read. */
+  next(): Promise<NativeListedLock | null>
+}
+
+/** `client.watch(name)`'s cursor. */
+export declare class NativeLockWatch {
+  /** Resolves to the lock now (first call), then at its next change. */
+  next(): Promise<NativeLockInfo>
 }
 
 /** Connect to one Redis URL or to several independent nodes (Redlock). */
 export declare function connect(urls: string | Array<string> | unknown, options: OptionsArg): Promise<NativeClient>
+
+/** Start aggregating the driver's metrics (idempotent). */
+export declare function metricsEnable(): void
+
+/** Every metric family now. */
+export declare function metricsSnapshot(): Array<NativeMetricFamily>
+
+/** A histogram bucket: upper bound in seconds, cumulative count. */
+export interface NativeBucket {
+  le: number
+  count: number
+}
+
+/** One lock of `client.list`. */
+export interface NativeListedLock {
+  name: string | Buffer
+  info: NativeLockInfo
+}
 
 /** `client.inspect(name)`'s answer (never a token). */
 export interface NativeLockInfo {
@@ -76,4 +164,22 @@ export interface NativeLockInfo {
   ttl?: number
   fence?: bigint
   heldByMe: boolean
+}
+
+/** One metric family (names without the `_total` of counters). */
+export interface NativeMetricFamily {
+  name: string
+  help: string
+  /** `"counter"` (`samples`) or `"histogram"` (`buckets`, `count`, `sum`). */
+  kind: string
+  samples: Array<NativeSample>
+  buckets: Array<NativeBucket>
+  count: number
+  sum: number
+}
+
+/** A counter's value and its labels (maybe none). */
+export interface NativeSample {
+  labels: Record<string, string>
+  value: number
 }

@@ -5,7 +5,13 @@
 //   node bench_node.js SCENARIO --impls a,b --url URL [--urls U1,U2,...]
 //                      [--secs 1] [--workers 64] [--leases 10000]
 //
-// Scenarios as in bench_py.py (s1 s2 s3 s4 mem). Implementations:
+// Scenarios as in bench_py.py (s1 s2 s3 s4 mem), plus two of the Node
+// runner's own (issue 16), 8 workers on one name, ~0 ms hold, like S3:
+//   sem  a semaphore of 3 permits: fencelock's client.semaphore, redis-semaphore's Semaphore
+//   rw   a read-write lock, worker i writing when i % 4 === 0 and reading otherwise:
+//        fencelock's client.rwLock; redis-semaphore has none, so its MultiSemaphore of
+//        8 permits stands in (a reader takes 1, a writer all 8), the usual recipe
+// Implementations:
 //   fencelock                 this project (../../node, the built addon)
 //   fencelock-wasm:ioredis, fencelock-wasm:node-redis
 //                             this project's fencelock/wasm (the core compiled
@@ -108,6 +114,57 @@ const IMPLS = {
   },
 }
 
+// The `sem` and `rw` scenarios: per implementation, how worker `i` takes and
+// gives back one lease of the shared name.
+const PERMITS = 3
+const RW_PERMITS = 8
+const writes = (i) => i % 4 === 0
+function fencelockPrimitive(client, scenario) {
+  return {
+    sem: (name) => client.semaphore(name, { permits: PERMITS }).acquire({ ttl: TTL_MS }),
+    rw: (name, i) => client.rwLock(name)[writes(i) ? 'writer' : 'reader'].acquire({ ttl: TTL_MS }),
+  }[scenario]
+}
+const PRIMITIVES = {
+  async fencelock(urls, scenario) {
+    const { Client } = require(process.env.BENCH_FENCELOCK_NODE || '../../node')
+    const client = await Client.connect(urls[0])
+    return { acquire: fencelockPrimitive(client, scenario), release: (lease) => lease.release(), close: () => client.close() }
+  },
+  async 'fencelock-wasm:ioredis'(urls, scenario) {
+    const { Client } = require(path.join(process.env.BENCH_FENCELOCK_NODE || '../../node', 'wasm'))
+    const [app] = await ioredisClients(urls)
+    const client = Client.fromRedis(app)
+    return {
+      acquire: fencelockPrimitive(client, scenario),
+      release: (lease) => lease.release(),
+      close: async () => {
+        await client.close()
+        await app.quit()
+      },
+    }
+  },
+  async semaphore(urls, scenario, tuned = false) {
+    const { Semaphore, MultiSemaphore } = need('redis-semaphore')
+    const [client] = await ioredisClients(urls)
+    const opts = { lockTimeout: TTL_MS, acquireTimeout: 10_000, ...(tuned ? { retryInterval: 1 } : {}) }
+    const make = {
+      sem: (name) => new Semaphore(client, name, PERMITS, opts),
+      rw: (name, i) => new MultiSemaphore(client, name, RW_PERMITS, writes(i) ? RW_PERMITS : 1, opts),
+    }[scenario]
+    return {
+      acquire: async (name, i) => {
+        const s = make(name, i)
+        await s.acquire()
+        return s
+      },
+      release: (s) => s.release(),
+      close: () => client.quit(),
+    }
+  },
+  'semaphore:tuned': (urls, scenario) => PRIMITIVES.semaphore(urls, scenario, true),
+}
+
 async function wasmImpl(urls, kind) {
   const { Client } = require(path.join(process.env.BENCH_FENCELOCK_NODE || '../../node', 'wasm'))
   const apps =
@@ -127,13 +184,13 @@ async function wasmImpl(urls, kind) {
 
 async function phase(imp, names, until, waitOnly) {
   const clock = () => performance.now()
-  return Promise.all(names.map(async (name) => {
+  return Promise.all(names.map(async (name, i) => {
     const lat = []
     let errors = 0
     while (clock() < until) {
       const t0 = clock()
       try {
-        const held = await imp.acquire(name)
+        const held = await imp.acquire(name, i)
         const got = clock()
         await imp.release(held)
         lat.push(((waitOnly ? got : clock()) - t0) * 1000)
@@ -156,9 +213,12 @@ async function runCycles(a, kind) {
     s2: [[a.url], a.workers, false, false],
     s3: [[a.url], a.workers, true, true],
     s4: [a.urls, 1, false, false],
+    sem: [[a.url], a.workers, true, true],
+    rw: [[a.url], a.workers, true, true],
   }
   const [urls, workers, shared, waitOnly] = shapes[a.scenario]
-  const imp = await IMPLS[kind](urls)
+  const primitive = a.scenario === 'sem' || a.scenario === 'rw'
+  const imp = primitive ? await PRIMITIVES[kind](urls, a.scenario) : await IMPLS[kind](urls)
   const run = crypto.randomUUID().replace(/-/g, '')
   const base = `bench:${a.scenario}:node-${kind}:${run}`
   const names = Array.from({ length: workers }, (_, i) => (shared ? base : `${base}:${i}`))
@@ -209,7 +269,7 @@ async function main() {
   if (a.scenario === 'mem') TTL_MS = 300_000
   const lines = a.scenario === 'mem' ? readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]() : null
   for (const kind of a.impls) {
-    if (!IMPLS[kind]) throw new Error(`unknown implementation ${kind}`)
+    if (!(a.scenario === 'sem' || a.scenario === 'rw' ? PRIMITIVES : IMPLS)[kind]) throw new Error(`unknown implementation ${kind}`)
     if (a.scenario === 'mem') await runMem(a, kind, lines)
     else console.log(JSON.stringify(await runCycles(a, kind)))
   }

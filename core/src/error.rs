@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::name::LockName;
+use crate::name::{LockName, Shown};
 
 /// Everything that can go wrong with a lock operation.
 ///
@@ -32,6 +32,17 @@ pub enum Error {
     },
     /// The lease is no longer held (expired, taken over, or renewal failed).
     LockLost { name: LockName },
+    /// A fenced write was refused: the resource already accepted a newer
+    /// fence than this one, so a newer holder of the lock wrote (or an
+    /// operator force-released it). A kind of `LockLost`: the front ends'
+    /// classes derive from theirs. `resource`: the Redis key or SQL table;
+    /// `name`: the lock, when the fence came from a lease.
+    StaleFence {
+        name: Option<LockName>,
+        resource: Vec<u8>,
+        fence: u64,
+        accepted: u64,
+    },
     /// Redis was unreachable or answered with an error.
     Redis {
         name: Option<LockName>,
@@ -61,10 +72,16 @@ pub enum Operation {
     Release,
     Inspect,
     ForceRelease,
+    FencedWrite,
+    /// Listing the locks matching a pattern (`Closed` then names the
+    /// pattern where a lock name would be).
+    List,
+    Watch,
 }
 
 impl Operation {
-    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"` or `"force release"`.
+    /// `"acquire"`, `"extend"`, `"release"`, `"inspect"`, `"force release"`,
+    /// `"write fenced by"`, `"list"` or `"watch"`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Operation::Acquire => "acquire",
@@ -72,6 +89,9 @@ impl Operation {
             Operation::Release => "release",
             Operation::Inspect => "inspect",
             Operation::ForceRelease => "force release",
+            Operation::FencedWrite => "write fenced by",
+            Operation::List => "list",
+            Operation::Watch => "watch",
         }
     }
 }
@@ -144,7 +164,18 @@ impl Error {
             Error::NotAcquired { name, .. }
             | Error::LockLost { name }
             | Error::Closed { name, .. } => Some(name),
-            Error::Redis { name, .. } => name.as_ref(),
+            Error::Redis { name, .. } | Error::StaleFence { name, .. } => name.as_ref(),
+        }
+    }
+
+    /// The machine-readable detail beside [`Error::code`], if any: a
+    /// `NotAcquired`'s reason (`"held"`, ...), a `StaleFence`'s accepted
+    /// fence (decimal). The JS front ends carry it in their error tags.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            Error::NotAcquired { reason, .. } => Some(reason.as_str().to_owned()),
+            Error::StaleFence { accepted, .. } => Some(accepted.to_string()),
+            _ => None,
         }
     }
 
@@ -164,6 +195,7 @@ impl Error {
             Error::LockLost { .. } => "LOCK_LOST",
             Error::Redis { .. } => "REDIS",
             Error::Closed { .. } => "CLIENT_CLOSED",
+            Error::StaleFence { .. } => "STALE_FENCE",
         }
     }
 }
@@ -179,6 +211,25 @@ impl fmt::Display for Error {
                 )
             }
             Error::LockLost { name } => write!(f, "lock {name} is no longer held by this lease"),
+            Error::StaleFence {
+                name,
+                resource,
+                fence,
+                accepted,
+            } => {
+                write!(f, "fenced write to {} refused", Shown(resource))?;
+                if let Some(name) = name {
+                    write!(f, " (lock {name})")?;
+                }
+                write!(
+                    f,
+                    ": fence {fence} is older than {accepted}, the last one it accepted"
+                )
+            }
+            Error::Closed {
+                name,
+                operation: Operation::List,
+            } => write!(f, "cannot list locks matching {name}: the client is closed"),
             Error::Closed { name, operation } => {
                 write!(f, "cannot {operation} lock {name}: the client is closed")
             }
@@ -205,6 +256,7 @@ impl fmt::Debug for Error {
                 Error::LockLost { .. } => "LockLost",
                 Error::Redis { .. } => "Redis",
                 Error::Closed { .. } => "Closed",
+                Error::StaleFence { .. } => "StaleFence",
             }
         )
     }
@@ -230,5 +282,37 @@ mod tests {
             format!("{e:?}"),
             r#"Closed(cannot release lock "jobs": the client is closed)"#
         );
+        let pattern = LockName::new(b"job:*").unwrap();
+        assert_eq!(
+            Error::closed(&pattern, Operation::List).to_string(),
+            r#"cannot list locks matching "job:*": the client is closed"#
+        );
+    }
+
+    #[test]
+    fn stale_fence_names_the_resource_the_lock_and_both_fences() {
+        let name = LockName::new(b"jobs").unwrap();
+        let e = Error::StaleFence {
+            name: Some(name.clone()),
+            resource: b"acct:1".to_vec(),
+            fence: 5,
+            accepted: 7,
+        };
+        assert_eq!(
+            e.to_string(),
+            r#"fenced write to "acct:1" refused (lock "jobs"): fence 5 is older than 7, the last one it accepted"#
+        );
+        assert_eq!((e.code(), e.detail()), ("STALE_FENCE", Some("7".into())));
+        assert_eq!(e.lock_name(), Some(&name));
+        let bare = Error::StaleFence {
+            name: None,
+            resource: b"accounts".to_vec(),
+            fence: 1,
+            accepted: 2,
+        };
+        assert!(bare
+            .to_string()
+            .starts_with(r#"fenced write to "accounts" refused: "#));
+        assert_eq!(bare.lock_name(), None);
     }
 }

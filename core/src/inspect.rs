@@ -9,6 +9,12 @@
 //! reports, and `held_by_me` says a majority holds one of the caller's
 //! tokens. Fewer answers than a majority is a `Redis` error.
 //!
+//! A semaphore's or a read-write lock's side (a holders set) is inspected
+//! with `holders_inspect.lua`, which answers in the same shape: `held` while
+//! any live holder is there, `ttl` until the last one expires, `held_by_me`
+//! when one of the caller's tokens holds a permit; with Redlock the
+//! majority is the kind's quorum ([`Kind::quorum`]).
+//!
 //! `fence` is the last fence issued while its key remains (the lock ttl plus
 //! the fence grace after the last grant or extend), so a free lock may still
 //! report the fence of its last holder; `None` once that key has expired.
@@ -16,7 +22,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Command, CommandId, Error, LockKeys, LockName, Reply, Script, Token};
+use crate::{Command, CommandId, Error, Kind, LockKeys, LockName, Reply, Script, Token};
 
 /// What a lock looks like in Redis. Never carries a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +49,7 @@ pub struct NodeView {
 /// One inspection of one lock over `nodes` nodes.
 pub struct Inspect {
     name: LockName,
+    kind: Kind,
     keys: Vec<Vec<u8>>,
     tokens: Vec<Vec<u8>>,
     nodes: usize,
@@ -68,8 +75,22 @@ impl Inspect {
         tokens: impl IntoIterator<Item = &'a Token>,
         nodes: usize,
     ) -> Inspect {
+        Self::of_kind(name, Kind::Mutex, keys, tokens, nodes)
+    }
+
+    /// [`Inspect::new`] for a lease of `kind` (`keys` from
+    /// `KeySpace::keys_for(name, kind)`): a semaphore's or a read-write
+    /// lock side's holders set.
+    pub fn of_kind<'a>(
+        name: LockName,
+        kind: Kind,
+        keys: &LockKeys,
+        tokens: impl IntoIterator<Item = &'a Token>,
+        nodes: usize,
+    ) -> Inspect {
         Inspect {
             name,
+            kind,
             keys: vec![keys.lock.clone(), keys.fence.clone()],
             tokens: tokens
                 .into_iter()
@@ -92,7 +113,10 @@ impl Inspect {
         Command {
             id: CommandId(node as u64),
             node,
-            script: Script::Inspect,
+            script: match self.kind {
+                Kind::Mutex => Script::Inspect,
+                _ => Script::HoldersInspect,
+            },
             keys: self.keys.clone(),
             args: self.tokens.clone(),
             wait_replicas: None,
@@ -139,7 +163,7 @@ impl Inspect {
     /// Combine every node's answer (one per node, in any order) into the
     /// majority's view (see the module docs).
     pub fn combine(&self, views: Vec<Result<NodeView, Error>>) -> Result<LockInfo, Error> {
-        let quorum = self.nodes / 2 + 1;
+        let quorum = self.kind.quorum(self.nodes);
         let answered = crate::majority::answers(&self.name, self.nodes, views)?;
         // Longest first; no expiry sorts as the longest.
         let mut ttls: Vec<Option<Duration>> = answered.iter().filter_map(|v| v.ttl).collect();
@@ -192,6 +216,26 @@ mod tests {
         );
         assert_eq!(c.args, vec![b"tok".to_vec()]);
         assert!(!format!("{:?}", inspect(1)).contains("tok\""));
+    }
+
+    #[test]
+    fn a_semaphore_is_inspected_by_its_holders_set() {
+        let name = LockName::new("pool").unwrap();
+        let kind = Kind::Semaphore(crate::Permits::new(2).unwrap());
+        let keys = KeySpace::default().keys_for(&name, kind);
+        let i = Inspect::of_kind(name, kind, &keys, [&Token("tok".into())], 3);
+        let c = i.command(1);
+        assert_eq!(c.script, Script::HoldersInspect);
+        assert_eq!(c.keys, vec![keys.lock.clone(), keys.fence.clone()]);
+        // Two of three nodes is not the semaphore's quorum (three).
+        let two = i
+            .combine(vec![
+                i.read(reply(500, Some("3"), 1)),
+                i.read(reply(500, Some("3"), 1)),
+                i.read(reply(-2, Some("3"), 0)),
+            ])
+            .unwrap();
+        assert!(!two.held && !two.held_by_me);
     }
 
     #[test]

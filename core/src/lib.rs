@@ -67,26 +67,36 @@
 //! running to renew, or stop and let the key expire), [`Progress::Finished`].
 
 mod error;
+mod fenced;
 mod force;
 mod inspect;
 mod io;
 pub mod keys;
+mod kind;
+mod listing;
 mod lock;
 mod majority;
 mod name;
+mod pattern;
 mod replicas;
 mod scripts;
+mod sql;
 mod time;
 mod ttl;
 
 pub use error::{Error, NotAcquiredReason, Operation};
+pub use fenced::{FencedWrite, Writer, FENCE_FIELD, VALUE_FIELD};
 pub use force::{ForceRelease, Forced};
 pub use inspect::{Inspect, LockInfo, NodeView};
 pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
-pub use keys::{KeySpace, LockKeys};
-pub use lock::{Handoff, Lock, LockConfig, Progress, State, Successor, Token};
+pub use keys::{KeySpace, LineKeys, LockKeys};
+pub use kind::{Kind, Permits};
+pub use listing::{Listing, Page, SCAN_COUNT};
+pub use lock::{Handoff, Lock, LockConfig, LockStats, Progress, State, Successor, Token};
 pub use name::{LockName, MAX_NAME_BYTES};
+pub use pattern::NamePattern;
 pub use replicas::{replica_count, replica_count_int, WaitReplicas};
 pub use scripts::Script;
+pub use sql::{FencedUpdate, Placeholders};
 pub use time::Instant;
 pub use ttl::{FenceGrace, MaxHold, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};

@@ -32,10 +32,18 @@ impl LockName {
 }
 
 impl fmt::Display for LockName {
-    /// Quoted, lossy UTF-8, cut at 80 characters so a 1 KiB name does not
-    /// drown the message.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = String::from_utf8_lossy(&self.0);
+        Shown(&self.0).fmt(f)
+    }
+}
+
+/// Bytes in a message (a lock name, a key, a table): quoted, lossy UTF-8,
+/// cut at 80 characters so a 1 KiB name does not drown the message.
+pub(crate) struct Shown<'a>(pub &'a [u8]);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = String::from_utf8_lossy(self.0);
         let mut chars = text.chars();
         let shown: String = chars.by_ref().take(80).collect();
         let more = if chars.next().is_some() { "…" } else { "" };

@@ -28,16 +28,56 @@ pub enum Script {
     /// holder was removed else 0, the advanced fence}`: an operator's
     /// force-release, whoever holds the lock.
     ForceRelease,
+    /// `KEYS[hash]`, `ARGV[fence_field, fence, field, value]` → `{1, fence}`
+    /// applied (field and fence written) or `{0, last accepted fence}`
+    /// refused: a fenced write to the user's own key (`fenced.rs`).
+    FencedSet,
+    /// A semaphore permit, or a read-write lock's write side:
+    /// `KEYS[holders, line, line expiries, fence, must-be-empty?]`,
+    /// `ARGV[token, ttl_ms, fence_ttl_ms, permits, patience_ms]` →
+    /// `{1, "fence"}` or `{0, retry_ms}` (the acquire's reply shape).
+    FairAcquire,
+    /// A read-write lock's read side: `KEYS[readers, line, line expiries,
+    /// fence, writer]`, `ARGV[token, ttl_ms, fence_ttl_ms]` → as `Acquire`.
+    ReadAcquire,
+    /// `KEYS[holders, fence]`, `ARGV[token, ttl_ms, fence_ttl_ms]` → 1
+    /// extended, 0 not ours (the extend's shape), for a holders set.
+    HoldersExtend,
+    /// `KEYS[holders, line, line expiries, channel?]`, `ARGV[token,
+    /// "SPUBLISH"?]` → 1 released, 2 released but not published, 0 not
+    /// ours (the release's shape); also leaves the line.
+    HoldersRelease,
+    /// `KEYS[holders, fence, must-be-empty?]`, `ARGV[token, ttl_ms, fence,
+    /// fence_ttl_ms, limit]` → 1 held now, 0 not (the reclaim's shape).
+    HoldersReclaim,
+    /// `KEYS[holders, fence]`, `ARGV[token...]` → `Inspect`'s `{pttl,
+    /// fence or nil, ours}` for a holders set. Read-only.
+    HoldersInspect,
     /// `KEYS[lock, fence, channel]`, `ARGV[token, waiter's token, its ttl_ms,
     /// its fence_ttl_ms, "SPUBLISH"?]` → `{1, "fence"}` handed over to the
     /// waiter, `{2, 1}` released (waiters woken), `{2, 0}` released but the
-    /// PUBLISH was refused, `{0, pttl}` not ours: a release that hands the
-    /// lock to the next local waiter while no other client listens.
+    /// PUBLISH was refused, `{0, pttl}` not ours: a mutex's release that
+    /// hands the lock to the next local waiter while no other client listens.
     Handoff,
 }
 
+/// What a script does for a lease: the reply shape the core reads, the
+/// same for the mutex's script and its counterparts for the other kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Acquire,
+    Extend,
+    Release,
+    /// A mutex's release that may hand the lock to a local waiter.
+    Handoff,
+    RaiseFence,
+    Reclaim,
+    /// Not a lease's command (inspect, force-release, a fenced write).
+    OneShot,
+}
+
 impl Script {
-    pub const ALL: [Script; 8] = [
+    pub const ALL: [Script; 15] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
@@ -45,8 +85,44 @@ impl Script {
         Script::Reclaim,
         Script::Inspect,
         Script::ForceRelease,
+        Script::FencedSet,
+        Script::FairAcquire,
+        Script::ReadAcquire,
+        Script::HoldersExtend,
+        Script::HoldersRelease,
+        Script::HoldersReclaim,
+        Script::HoldersInspect,
         Script::Handoff,
     ];
+
+    pub(crate) const fn role(self) -> Role {
+        match self {
+            Script::Acquire | Script::FairAcquire | Script::ReadAcquire => Role::Acquire,
+            Script::Extend | Script::HoldersExtend => Role::Extend,
+            Script::Release | Script::HoldersRelease => Role::Release,
+            Script::Handoff => Role::Handoff,
+            Script::RaiseFence => Role::RaiseFence,
+            Script::Reclaim | Script::HoldersReclaim => Role::Reclaim,
+            Script::Inspect | Script::ForceRelease | Script::FencedSet | Script::HoldersInspect => {
+                Role::OneShot
+            }
+        }
+    }
+
+    /// An attempt to acquire (of any kind): a driver retries one that never
+    /// reached its node until the acquire's wait ends.
+    pub const fn is_acquire(self) -> bool {
+        matches!(self.role(), Role::Acquire)
+    }
+
+    /// Publishes a release notification when given the channel (on a Redis
+    /// Cluster, the driver appends `SPUBLISH` to its arguments).
+    pub const fn publishes(self) -> bool {
+        matches!(
+            self,
+            Script::Release | Script::ForceRelease | Script::HoldersRelease | Script::Handoff
+        )
+    }
 
     /// The script's name in test vectors and logs.
     pub const fn name(self) -> &'static str {
@@ -58,6 +134,13 @@ impl Script {
             Script::Reclaim => "reclaim",
             Script::Inspect => "inspect",
             Script::ForceRelease => "force_release",
+            Script::FencedSet => "fenced_set",
+            Script::FairAcquire => "fair_acquire",
+            Script::ReadAcquire => "read_acquire",
+            Script::HoldersExtend => "holders_extend",
+            Script::HoldersRelease => "holders_release",
+            Script::HoldersReclaim => "holders_reclaim",
+            Script::HoldersInspect => "holders_inspect",
             Script::Handoff => "handoff",
         }
     }
@@ -71,6 +154,13 @@ impl Script {
             Script::Reclaim => include_str!("scripts/reclaim.lua"),
             Script::Inspect => include_str!("scripts/inspect.lua"),
             Script::ForceRelease => include_str!("scripts/force_release.lua"),
+            Script::FencedSet => include_str!("scripts/fenced_set.lua"),
+            Script::FairAcquire => include_str!("scripts/fair_acquire.lua"),
+            Script::ReadAcquire => include_str!("scripts/read_acquire.lua"),
+            Script::HoldersExtend => include_str!("scripts/holders_extend.lua"),
+            Script::HoldersRelease => include_str!("scripts/holders_release.lua"),
+            Script::HoldersReclaim => include_str!("scripts/holders_reclaim.lua"),
+            Script::HoldersInspect => include_str!("scripts/holders_inspect.lua"),
             Script::Handoff => include_str!("scripts/handoff.lua"),
         }
     }
@@ -85,6 +175,13 @@ impl Script {
             Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
             Script::ForceRelease => "0fe185decfd2345699a4c50cedb1f89c936137ec",
+            Script::FencedSet => "7bc023d47d4a96c3b02875c81149a2c48da384d1",
+            Script::FairAcquire => "be4e42e3d76f3e03761921b0c1ad367e77ad478a",
+            Script::ReadAcquire => "af6686c2a913508e768f43d94561e3cbff03fcb1",
+            Script::HoldersExtend => "bbc787cce5b22f9e7e4bc6f35179a2c9fee74809",
+            Script::HoldersRelease => "f8ab794a46bec92ec8ef6bfb815e891ddaee4848",
+            Script::HoldersReclaim => "4cbb6b918570acc897fc4c166b5dd31df5fcf417",
+            Script::HoldersInspect => "46696e7c32e67137d3ac5cd45358d911d5a0c074",
             Script::Handoff => "0234b10e32879a78630be3d83dd8c413c5dfd284",
         }
     }

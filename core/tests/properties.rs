@@ -28,11 +28,11 @@ mod sim;
 use std::time::Duration;
 
 use fencelock_core::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
-    Reply, RetryPolicy, Script, State, Token, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS,
+    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig,
+    LockName, Reply, RetryPolicy, Script, State, Token, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS,
 };
 use proptest::prelude::*;
-use sim::{AppAction, Clock, LeaseOpts, Micros, Net, Node, Scenario, Sim, MS};
+use sim::{AppAction, Clock, LeaseOpts, Micros, Net, Node, Primitive, Scenario, Sim, MS};
 
 const CASES: u32 = 10_000;
 
@@ -125,6 +125,7 @@ prop_compose! {
         // A local line needs company: up to 3 leases per client then.
         let leases_per_client = leases_per_client + usize::from(handoffs);
         Scenario {
+            primitive: Primitive::Mutex,
             seed, nodes, clients, leases_per_client, ttl_ms, max_wait_ms, max_drift_ppm,
             pauses, crashes: crashes.min(minority), crashes_keep_data: false, lossy,
             divergent_counters, auto_renew,
@@ -256,6 +257,7 @@ impl CancelCase {
     /// Builds the world; returns it with the lease under test.
     fn build(&self) -> (Sim, usize) {
         let s = Scenario {
+            primitive: Primitive::Mutex,
             seed: self.seed,
             nodes: self.nodes,
             clients: 0,
@@ -669,6 +671,7 @@ fn fuzz(case: &FuzzCase) -> Result<(), String> {
     let mut f = Fuzz {
         lock: Lock::new(LockConfig {
             name,
+            kind: Kind::Mutex,
             keys,
             token: Token("fuzz-token".into()),
             ttl: Ttl::from_millis(case.ttl_ms).unwrap(),
@@ -1042,6 +1045,7 @@ fn handoff_worlds_hand_the_lock_over() {
     let (mut worlds, mut handed) = (0, 0);
     for seed in 0..300 {
         let s = Scenario {
+            primitive: Primitive::Mutex,
             seed,
             nodes: [1, 3, 5][seed as usize % 3],
             clients: 2,

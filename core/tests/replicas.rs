@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
+    Command, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig, LockName, Reply,
     RetryPolicy, Script, State, Token, Ttl, Wait, WaitReplicas,
 };
 
@@ -17,6 +17,7 @@ fn ms(n: u64) -> Instant {
 fn lock(replicas: u32, auto_renew: bool) -> Lock {
     let name = LockName::new("job").unwrap();
     let mut lock = Lock::new(LockConfig {
+        kind: Kind::Mutex,
         keys: KeySpace::default().keys(&name),
         name,
         token: Token("t".into()),

@@ -907,7 +907,9 @@ fn a_waiter_of_another_client_stops_the_handoffs_and_gets_its_turn() {
 
 mod fake_redis {
     use super::sim::{Clock, Node, Rng, MS};
-    use fencelock_core::{Command, CommandId, Instant, KeySpace, LockName, Reply, Script};
+    use fencelock_core::{
+        Command, CommandId, Instant, KeySpace, Kind, LockName, Permits, Reply, Script,
+    };
 
     fn cmd(script: Script, args: &[&str]) -> Command {
         let keys = KeySpace::default().keys(&LockName::new("x").unwrap());
@@ -918,6 +920,8 @@ mod fake_redis {
             Script::Release => vec![keys.lock, keys.channel],
             Script::RaiseFence => vec![keys.fence],
             Script::ForceRelease | Script::Handoff => vec![keys.lock, keys.fence, keys.channel],
+            Script::FencedSet => vec![b"data".to_vec()],
+            _ => return set_cmd(script, args),
         };
         Command {
             id: CommandId(0),
@@ -928,6 +932,83 @@ mod fake_redis {
             wait_replicas: None,
         }
     }
+    /// A sorted-set script over the semaphore "x" of 2 permits (a read
+    /// acquire over the read-write lock "x").
+    fn set_cmd(script: Script, args: &[&str]) -> Command {
+        let name = LockName::new("x").unwrap();
+        let kind = match script {
+            Script::ReadAcquire => Kind::Read,
+            _ => Kind::Semaphore(Permits::new(2).unwrap()),
+        };
+        let k = KeySpace::default().keys_for(&name, kind);
+        let line = k.line.clone().unwrap();
+        let keys = match script {
+            Script::FairAcquire => vec![k.lock, line.waiting, line.until, k.fence],
+            Script::ReadAcquire => {
+                vec![k.lock, line.waiting, line.until, k.fence, k.other.unwrap()]
+            }
+            Script::HoldersExtend | Script::HoldersReclaim | Script::HoldersInspect => {
+                vec![k.lock, k.fence]
+            }
+            Script::HoldersRelease => vec![k.lock, line.waiting, line.until, k.channel],
+            other => unreachable!("{other:?}"),
+        };
+        Command {
+            id: CommandId(0),
+            node: 0,
+            script,
+            keys,
+            args: args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            wait_replicas: None,
+        }
+    }
+
+    /// fair_acquire.lua, holders_*.lua: what the redis-server runs
+    /// (checked by the driver's tests), in the simulator's terms.
+    #[test]
+    fn a_semaphore_grants_permits_in_arrival_order() {
+        let mut n = Node::default();
+        let acquire = |t: &str| set_cmd(Script::FairAcquire, &[t, "100", "150", "2", "300"]);
+        assert_eq!(n.exec(0, &acquire("a")).0, granted(1));
+        assert_eq!(n.exec(MS, &acquire("b")).0, granted(1024));
+        // Both permits taken: c and d line up; the hint is a's expiry.
+        assert_eq!(n.exec(2 * MS, &acquire("c")).0, held(98));
+        assert_eq!(n.exec(3 * MS, &acquire("d")).0, held(97));
+        let semaphore = KeySpace::default().keys_for(
+            &LockName::new("x").unwrap(),
+            Kind::Semaphore(Permits::new(2).unwrap()),
+        );
+        let waiting = semaphore.line.clone().unwrap().waiting;
+        assert_eq!(n.line(&waiting), [b"c".to_vec(), b"d".to_vec()]);
+        // a leaves: the freed permit is c's, not d's (d stays behind c).
+        let release = |t: &str| set_cmd(Script::HoldersRelease, &[t]);
+        let (reply, woke) = n.exec(4 * MS, &release("a"));
+        assert_eq!((reply, woke.is_some()), (Reply::Int(1), true));
+        assert!(
+            matches!(n.exec(5 * MS, &acquire("d")).0, Reply::Array(r) if r[0] == Reply::Int(0))
+        );
+        assert_eq!(n.exec(6 * MS, &acquire("c")).0, granted(6 * 1024));
+        // Extend b's permit; a stranger's extend or release is a no.
+        let extend = |t: &str| set_cmd(Script::HoldersExtend, &[t, "100", "150"]);
+        assert_eq!(n.exec(7 * MS, &extend("b")).0, Reply::Int(1));
+        assert_eq!(n.exec(7 * MS, &extend("z")).0, Reply::Int(0));
+        assert_eq!(n.exec(7 * MS, &release("z")).0, Reply::Int(0));
+        // d never tries again: its place expires (300 ms), and c's permit
+        // (granted at 6 ms for 100 ms) too; e gets it with nobody ahead.
+        assert_eq!(n.holders(&semaphore.lock, 200 * MS), Vec::<Vec<u8>>::new());
+        assert_eq!(n.exec(400 * MS, &acquire("e")).0, granted(400 * 1024));
+        assert_eq!(n.line(&waiting), Vec::<Vec<u8>>::new());
+        // A try-once (patience 0) looks without standing in line.
+        let look = set_cmd(Script::FairAcquire, &["f", "100", "150", "1", "0"]);
+        assert!(matches!(n.exec(401 * MS, &look).0, Reply::Array(r) if r[0] == Reply::Int(0)));
+        assert_eq!(n.line(&waiting), Vec::<Vec<u8>>::new());
+        // Reclaim: back while a permit is free, not beyond the limit.
+        let reclaim =
+            |t: &str, limit: &str| set_cmd(Script::HoldersReclaim, &[t, "100", "5", "150", limit]);
+        assert_eq!(n.exec(402 * MS, &reclaim("g", "2")).0, Reply::Int(1));
+        assert_eq!(n.exec(402 * MS, &reclaim("h", "2")).0, Reply::Int(0));
+    }
+
     fn granted(fence: u64) -> Reply {
         Reply::Array(vec![Reply::Int(1), Reply::Bulk(fence.to_string().into())])
     }

@@ -37,3 +37,12 @@ test('ESM: acquire and release against Redis', async () => {
     await client.close()
   }
 })
+
+test('fencelock/sql: the same function from ESM and CommonJS', async () => {
+  const esm = await import('fencelock/sql')
+  assert.equal(typeof esm.fencedUpdate, 'function')
+  assert.equal(esm.fencedUpdate, require('fencelock/sql').fencedUpdate)
+  const { StaleFenceError } = await import('fencelock')
+  assert.equal(StaleFenceError, require('fencelock').StaleFenceError)
+  assert.ok(new StaleFenceError('x') instanceof LockLostError)
+})

@@ -66,10 +66,37 @@ function within(ms, promise, what = 'operation') {
   ]).finally(() => clearTimeout(timer))
 }
 
+let sharedPg
+/**
+ * The harness's PostgreSQL URL (FENCELOCK_TEST_PG_URL), else a private one
+ * started with ci/postgres.sh and stopped when this process exits.
+ */
+function pgUrl() {
+  if (process.env.FENCELOCK_TEST_PG_URL) return process.env.FENCELOCK_TEST_PG_URL
+  if (sharedPg === undefined) {
+    const { spawnSync } = require('node:child_process')
+    const fs = require('node:fs')
+    const os = require('node:os')
+    const path = require('node:path')
+    const script = path.join(__dirname, '..', '..', 'ci', 'postgres.sh')
+    const runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fencelock-pg-run-'))
+    const env = { ...process.env, FENCELOCK_PG_RUN_DIR: runDir }
+    const started = spawnSync('bash', [script, 'start'], { env, stdio: ['ignore', 'ignore', 'inherit'] })
+    if (started.status !== 0) throw new Error('ci/postgres.sh start failed')
+    // Synchronous, so it also runs on the way out of a failing process.
+    process.on('exit', () => {
+      spawnSync('bash', [script, 'stop'], { env, stdio: 'ignore' })
+      fs.rmSync(runDir, { recursive: true, force: true })
+    })
+    sharedPg = fs.readFileSync(path.join(runDir, 'env'), 'utf8').trim().split('=').slice(1).join('=')
+  }
+  return sharedPg
+}
+
 /** Resolve when `signal` aborts (or already has). */
 function aborted(signal) {
   if (signal.aborted) return Promise.resolve(signal.reason)
   return once(signal, 'abort').then(() => signal.reason)
 }
 
-module.exports = { Raw, startRedis, redisUrl, redlockUrls, uniqueName, lockKey, within, aborted, claimPorts, releasePorts, harnessEnv }
+module.exports = { Raw, startRedis, redisUrl, redlockUrls, pgUrl, uniqueName, lockKey, within, aborted, claimPorts, releasePorts, harnessEnv }

@@ -11,17 +11,17 @@ const { redisUrl } = require('./helpers.js')
 const pkg = path.join(__dirname, '..')
 const readme = fs.readFileSync(path.join(pkg, '..', 'README.md'), 'utf8')
 
-function section() {
-  const start = readme.indexOf('\n## Node.js\n')
-  assert.ok(start >= 0, 'README has no "## Node.js" section')
+function section(title = 'Node.js') {
+  const start = readme.indexOf(`\n## ${title}\n`)
+  assert.ok(start >= 0, `README has no "## ${title}" section`)
   const rest = readme.slice(start + 1)
   const end = rest.slice(3).search(/\n## |\n<!-- section:/)
   return end < 0 ? rest : rest.slice(0, end + 3)
 }
 
-function blocks(lang) {
-  const found = [...section().matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1])
-  assert.ok(found.length > 0, `no \`\`\`${lang} block in the Node section`)
+function blocks(lang, title = 'Node.js') {
+  const found = [...section(title).matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1])
+  assert.ok(found.length > 0, `no \`\`\`${lang} block in the ${title} section`)
   return found
 }
 
@@ -93,6 +93,46 @@ test('README "Renewal controls" snippet runs', async () => {
   assert.equal(code, 0, out)
   assert.match(out, /held for maxHold, then lost: true/)
   assert.match(out, /renewal stopped, still valid: true/)
+})
+
+test('README "Fenced writes" snippet runs', async () => {
+  const js = blocks('js').find((b) => b.includes('fencedSet'))
+  assert.ok(js, 'no fencedSet block in the Node section')
+  const file = path.join(tmp, 'fenced.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /refused: fence \d+ is older than \d+/)
+})
+
+test('README "Semaphore and read-write lock" snippet runs', async () => {
+  const js = blocks('js').find((b) => b.includes('client.semaphore('))
+  assert.ok(js, 'no semaphore block in the Node section')
+  const file = path.join(tmp, 'primitives.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /permit fence \d+/)
+  assert.match(out, /mine: true/)
+  assert.match(out, /readers share, a writer waits: true/)
+  assert.match(out, /write fence \d+/)
+})
+
+test('README "Operations" list/watch and metrics snippets run', async () => {
+  const [listing, metrics] = blocks('js', 'Operations: CLI and metrics')
+  const file = path.join(tmp, 'operations.cjs')
+  fs.writeFileSync(file, listing)
+  const listed = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(listed.code, 0, listed.out)
+  assert.match(listed.out, /^invoice:53 fence \d+n$/m)
+  assert.match(listed.out, /now: held true/)
+  assert.match(listed.out, /then: held false/)
+  fs.writeFileSync(file, metrics)
+  const counted = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(counted.code, 0, counted.out)
+  assert.match(counted.out, /^fencelock_acquires_total\{outcome="acquired"\} 1$/m)
+  assert.match(counted.out, /^fencelock_wait_seconds_count 1$/m)
+  assert.match(counted.out, /^fencelock_releases_total\{outcome="ok"\} 1$/m)
 })
 
 test('README TypeScript quick start type-checks and runs', async () => {

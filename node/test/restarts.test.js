@@ -83,7 +83,11 @@ test('20,000 names used once leave no key once the grace has passed', async () =
       await Promise.all(
         Array.from({ length: batch }, async (_, j) => {
           const lease = await client.acquire(`${run}:${i + j}`, { ttl: 1000, wait: 0 })
-          await lease.release()
+          // A machine stalled past the 1 s ttl makes this LOCK_LOST (the key
+          // expired first): keys must leave Redis either way.
+          await lease.release().catch((e) => {
+            if (e.code !== 'LOCK_LOST') throw e
+          })
         }),
       )
     }

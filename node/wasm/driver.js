@@ -15,6 +15,9 @@ const core = require('./core.js')
 const { NameQueues } = require('./queue.js')
 const { Notifier } = require('./notifier.js')
 
+/** What a plain acquire holds: the mutex. */
+const MUTEX = new core.Kind('mutex')
+
 /** The core's clock: monotonic milliseconds. */
 const now = () => performance.now()
 
@@ -137,22 +140,24 @@ class WasmClient {
     this.#notifier = new Notifier(adapters)
   }
 
-  acquire(name, options, cancel) {
-    return this.#start(name, options, cancel, false)
+  // `kind`: a core Kind (a semaphore permit, a read or a write lock); the
+  // mutex's when undefined.
+  acquire(name, options, cancel, kind) {
+    return this.#start(name, options, cancel, false, kind)
   }
 
-  tryAcquire(name, options, cancel) {
-    return this.#start(name, options, cancel, true)
+  tryAcquire(name, options, cancel, kind) {
+    return this.#start(name, options, cancel, true, kind)
   }
 
-  #start(name, options, cancel, tryOnce) {
+  #start(name, options, cancel, tryOnce, kind = MUTEX) {
     // Throws (tagged) on bad arguments, before anything is sent.
     const token = randomUUID()
-    const spec = new core.LockSpec(this.#config, name, options, token, this.#adapters.length, seed(), tryOnce)
+    const spec = new core.LockSpec(this.#config, name, options, token, this.#adapters.length, seed(), tryOnce, kind)
     if (this.#closed) throw new Error(spec.closedMessage())
     const shown = Buffer.isBuffer(name) ? Buffer.from(name) : name
     return new Promise((resolve, reject) => {
-      const actor = new Actor(this, spec, shown, token, { resolve, reject, tryOnce })
+      const actor = new Actor(this, spec, shown, token, { resolve, reject, tryOnce }, kind)
       this.#actors.add(actor)
       this.#owned.set(actor, { key: buffer(spec.nameBytes).toString('latin1'), token })
       actor.start(cancel).catch(reject) // a bug, not an outcome: surface it to the caller
@@ -177,13 +182,13 @@ class WasmClient {
     this.#owned.delete(actor)
   }
 
-  /** `client.inspect(name)`: the core's view over every node (read-only). */
-  async inspect(name) {
+  /** `client.inspect(name)`: the core's view over every node (read-only); `kind`: a semaphore's holders. */
+  async inspect(name, kind = MUTEX) {
     // Throws (tagged) on a bad name, before anything is sent.
-    const probe = core.WasmOneShot.inspect(this.#config, name, [], this.#adapters.length)
+    const probe = core.WasmOneShot.inspect(this.#config, name, [], this.#adapters.length, kind)
     const key = buffer(probe.nameBytes).toString('latin1')
     const tokens = [...this.#owned.values()].filter((o) => o.key === key).map((o) => o.token)
-    return this.runOnEveryNode(core.WasmOneShot.inspect(this.#config, name, tokens, this.#adapters.length))
+    return this.runOnEveryNode(core.WasmOneShot.inspect(this.#config, name, tokens, this.#adapters.length, kind))
   }
 
   /** `client.forceRelease(name)`: resolves to the new fence (a bigint). */
@@ -203,10 +208,18 @@ class WasmClient {
     return op.result()
   }
 
-  /** `lease.isHeld()`: whether a majority holds `token` for `name`. */
-  async held(name, token) {
-    const info = await this.runOnEveryNode(core.WasmOneShot.inspect(this.#config, name, [token], this.#adapters.length))
+  /** `lease.isHeld()`: whether a majority (the kind's quorum) holds `token` for `name`. */
+  async held(name, token, kind) {
+    const info = await this.runOnEveryNode(core.WasmOneShot.inspect(this.#config, name, [token], this.#adapters.length, kind))
     return info.heldByMe
+  }
+
+  /** A lease's fencedSet / fencedHSet; the core refuses a bad one before anything is sent. */
+  fencedSet(lock, key, value) {
+    return this.runOnEveryNode(core.WasmOneShot.fencedSet(lock, now(), this.#adapters.length, key, value))
+  }
+  fencedHset(lock, key, field, value) {
+    return this.runOnEveryNode(core.WasmOneShot.fencedHset(lock, now(), this.#adapters.length, key, field, value))
   }
 
   /**
@@ -250,12 +263,15 @@ class Actor {
   #cancelHandle = undefined // the caller's, if it passed a signal
   cancelled = false // read by the local queue
 
-  constructor(client, spec, name, token, caller) {
+  #kind
+
+  constructor(client, spec, name, token, caller, kind) {
     this.#client = client
     this.#spec = spec
     this.#name = name
     this.#token = token
     this.#caller = caller
+    this.#kind = kind
   }
 
   // ---- the local queue's view of us
@@ -273,7 +289,11 @@ class Actor {
     const started = now()
     const wait = this.#spec.wait
     const key = Buffer.from(this.#spec.nameBytes).toString('latin1')
-    const turn = await this.#client.queues.take(key, this, wait === undefined ? undefined : started + wait, now)
+    // Permits and readers are shared: the server's fair line orders them
+    // (and nobody waits here to be handed one in a release).
+    const turn = this.#spec.linesUpLocally
+      ? await this.#client.queues.take(key, this, wait === undefined ? undefined : started + wait, now)
+      : { release() {}, promiseNext: () => null }
     if (turn === null) {
       if (this.#caller !== null) this.#answer(null, this.#spec.notAcquiredMessage())
       return this.#finish()
@@ -524,7 +544,14 @@ class Actor {
   // ---- for the lease handle
 
   held(name, token) {
-    return this.#client.held(name, token)
+    return this.#client.held(name, token, this.#kind)
+  }
+
+  fencedSet(key, value) {
+    return this.#client.fencedSet(this.#lock, key, value)
+  }
+  fencedHset(key, field, value) {
+    return this.#client.fencedHset(this.#lock, key, field, value)
   }
 
   request(kind, ttl) {
@@ -612,6 +639,12 @@ class LeaseHandle {
   held() {
     return this.#actor.held(this.#name, this.#token)
   }
+  fencedSet(key, value) {
+    return this.#actor.fencedSet(key, value)
+  }
+  fencedHset(key, field, value) {
+    return this.#actor.fencedHset(key, field, value)
+  }
 }
 
-module.exports = { WasmClient, CancelHandle }
+module.exports = { WasmClient, CancelHandle, Kind: core.Kind }

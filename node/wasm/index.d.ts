@@ -3,9 +3,9 @@
 
 /// <reference types="node" />
 
-import type { Lease, LockInfo, LockName, LockOptions } from '../index.js'
-export { Lease, LockError, NotAcquiredError, LockLostError, RedisError, ClientClosedError } from '../index.js'
-export type { LockInfo, LockName, LockOptions } from '../index.js'
+import type { Lease, LockInfo, LockName, LockOptions, RwLock, Semaphore, SemaphoreOptions } from '../index.js'
+export { Lease, LockSide, Semaphore, RwLock, RwSide, LockError, NotAcquiredError, LockLostError, StaleFenceError, RedisError, ClientClosedError } from '../index.js'
+export type { LockInfo, LockName, LockOptions, SemaphoreOptions } from '../index.js'
 
 /** Options of {@link Client.fromRedis}. */
 export interface FromRedisOptions {
@@ -74,6 +74,10 @@ export declare class Client implements AsyncDisposable {
    * `FENCELOCK_FORCE_RELEASE`) naming the lock, fence, pid and host.
    */
   forceRelease(name: LockName): Promise<bigint>
+  /** A counting semaphore (see the `fencelock` entry's `Client.semaphore`). */
+  semaphore(name: LockName, options: SemaphoreOptions): Semaphore
+  /** A read-write lock (see the `fencelock` entry's `Client.rwLock`). */
+  rwLock(name: LockName): RwLock
   /**
    * Stop: pending and later acquires reject with ClientClosedError, held
    * leases stop renewing and expire by their TTL (their extend and release

@@ -6,7 +6,8 @@
 const base = require('../client.js')
 // The error classes are exported as errors.js defines them (one set for both entries).
 const { fromNative, ...errorClasses } = require('../errors.js')
-const { WasmClient, CancelHandle } = require('./driver.js')
+const { WasmClient, CancelHandle, Kind } = require('./driver.js')
+const primitives = require('../primitives.js')
 const { adapterFor, ioredis, nodeRedis } = require('./adapters.js')
 
 function typeError(message) {
@@ -41,13 +42,17 @@ class Client extends base.Client {
     } catch (err) {
       throw fromNative(err)
     }
-    return new Client(base.kCreate, backend, CancelHandle)
+    return new Client(base.kCreate, backend, CancelHandle, Kind)
   }
 }
 
 module.exports = {
   Client,
   Lease: base.Lease,
+  LockSide: primitives.LockSide,
+  Semaphore: primitives.Semaphore,
+  RwLock: primitives.RwLock,
+  RwSide: primitives.RwSide,
   ...errorClasses,
   adapters: { ioredis, nodeRedis },
 }

@@ -18,11 +18,23 @@ import inspect
 import logging
 import os
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Optional, Type, TypeVar, Union, cast
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Optional,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    cast,
+)
 
 from . import _native
 from ._native import AsyncLease, Lease, LockInfo
-from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError
+from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError, StaleFence
 
 __version__: str = _native.__version__
 
@@ -30,15 +42,23 @@ __all__ = [
     "AsyncClient",
     "AsyncLease",
     "AsyncLock",
+    "AsyncRwLock",
+    "AsyncRwSide",
+    "AsyncSemaphore",
     "Client",
     "ClientClosed",
     "Lease",
     "Lock",
     "LockError",
     "LockInfo",
+    "Listed",
     "LockLost",
     "NotAcquired",
     "RedisError",
+    "RwLock",
+    "RwSide",
+    "Semaphore",
+    "StaleFence",
     "__version__",
 ]
 
@@ -52,6 +72,9 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_native._shutdown)
 
 Name = Union[str, bytes, bytearray]
+#: A listed lock: its name (``str``, or ``bytes`` if the pattern was bytes
+#: or the name is not UTF-8) and what ``inspect`` says about it.
+Listed = Tuple[Union[str, bytes], LockInfo]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _AF = TypeVar("_AF", bound=Callable[..., Awaitable[Any]])
@@ -138,6 +161,33 @@ class Client(_native.Client):
             return cast(_F, locked)
 
         return decorate
+
+    def semaphore(self, name: Name, permits: int) -> Semaphore:
+        """A counting semaphore of ``permits`` permits (an ``int`` from 1 to
+        1,000,000; every client of it should pass the same). Its keys live
+        beside a mutex of the same name, never shared with it."""
+        return Semaphore(self, name, permits)
+
+    def rw_lock(self, name: Name) -> RwLock:
+        """A read-write lock: ``with rw.read(ttl=...)``, ``with
+        rw.write(ttl=...)``; ``rw.reader`` / ``rw.writer`` acquire leases."""
+        return RwLock(self, name)
+
+    def list(self, pattern: Name = "*") -> Iterator[Listed]:
+        """The locks held now whose names match ``pattern`` (Redis's glob
+        syntax, over lock names: ``*``, ``?``, ``[a-z]``, ``\\`` escapes),
+        as ``(name, LockInfo)`` in name order. Found with ``SCAN`` on every
+        node (every primary of a cluster), never ``KEYS``; read-only. A bad
+        pattern raises ``ValueError`` / ``TypeError`` here, at the call."""
+        return _Each(cast(Callable[[], Optional[Listed]], self._list(pattern).next))
+
+    def watch(self, name: Name, *, interval: float = 0.25) -> Iterator[LockInfo]:
+        """Follow ``name``: first its ``LockInfo`` now, then a new one each
+        time its holder or fence changes (acquired, released, expired,
+        force-released; renewals are not changes). Releases are heard at
+        once; Redis is asked again every ``interval`` seconds and when the
+        holder's TTL runs out. Endless: stop iterating to stop watching."""
+        return _Each(cast(Callable[[], Optional[LockInfo]], self._watch(name, interval).next))
 
     def __enter__(self) -> Client:
         return self
@@ -276,6 +326,25 @@ class AsyncClient(_native.AsyncClient):
 
         return decorate
 
+    def semaphore(self, name: Name, permits: int) -> AsyncSemaphore:
+        """As ``Client.semaphore``, with awaitable acquires."""
+        return AsyncSemaphore(self, name, permits)
+
+    def rw_lock(self, name: Name) -> AsyncRwLock:
+        """As ``Client.rw_lock``, with awaitable acquires."""
+        return AsyncRwLock(self, name)
+
+    def list(self, pattern: Name = "*") -> AsyncIterator[Listed]:
+        """``async for name, info in aclient.list(pattern)``: as
+        :meth:`Client.list`."""
+        step = self._list(pattern).next_async
+        return _AEach(cast(Callable[[], Awaitable[Optional[Listed]]], step))
+
+    def watch(self, name: Name, *, interval: float = 0.25) -> AsyncIterator[LockInfo]:
+        """``async for info in aclient.watch(name)``: as :meth:`Client.watch`."""
+        step = self._watch(name, interval).next_async
+        return _AEach(cast(Callable[[], Awaitable[Optional[LockInfo]]], step))
+
     async def __aenter__(self) -> AsyncClient:
         return self
 
@@ -286,6 +355,41 @@ class AsyncClient(_native.AsyncClient):
         tb: Optional[TracebackType],
     ) -> None:
         await self.close()
+
+
+_T = TypeVar("_T")
+
+
+class _Each(Iterator[_T]):
+    """Iterate a native cursor (the call that made it checked the
+    arguments already) until it has nothing more."""
+
+    __slots__ = ("_step",)
+
+    def __init__(self, step: Callable[[], Optional[_T]]) -> None:
+        self._step = step
+
+    def __next__(self) -> _T:
+        item = self._step()
+        if item is None:
+            raise StopIteration
+        return item
+
+
+class _AEach(AsyncIterator[_T]):
+    """The same for asyncio. Cancelling a waiting ``__anext__`` loses
+    nothing: the iterator goes on with the next call."""
+
+    __slots__ = ("_step",)
+
+    def __init__(self, step: Callable[[], Awaitable[Optional[_T]]]) -> None:
+        self._step = step
+
+    async def __anext__(self) -> _T:
+        item = await self._step()
+        if item is None:
+            raise StopAsyncIteration
+        return item
 
 
 def _release_failed(lease: object, error: LockError, body_raised: bool) -> None:
@@ -357,3 +461,14 @@ class AsyncLock:
             await lease.release()
         except LockError as error:
             _release_failed(lease, error, exc_type is not None)
+
+
+# Last: the primitives' handles use the contexts above.
+from ._primitives import (  # noqa: E402
+    AsyncRwLock,
+    AsyncRwSide,
+    AsyncSemaphore,
+    RwLock,
+    RwSide,
+    Semaphore,
+)

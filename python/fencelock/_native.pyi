@@ -9,11 +9,13 @@ from its ``ACQUIRE`` table (checked by ``ci/test-python.sh``): edit the table.
 
 import asyncio
 import os
-from typing import Callable, List, Literal, Optional, Tuple, Union, final
+from typing import Any, Callable, List, Literal, Optional, Tuple, Union, final
 
 __version__: str
 
 _Name = Union[str, bytes, bytearray]
+# A key, hash field or value of a fenced write.
+_Data = Union[str, bytes, bytearray]
 _Urls = Union[str, List[str], Tuple[str, ...]]
 # PEM text (str or bytes) or a path to a PEM file.
 _Pem = Union[str, bytes, "os.PathLike[str]"]
@@ -67,6 +69,16 @@ class Lease:
     def held(self) -> bool:
         """Ask Redis whether this lease still holds the lock (one read-only
         round trip): ``False`` once released, expired or taken over."""
+    def fenced_set(self, key: _Data, value: _Data) -> None:
+        """Fenced write: the hash ``key`` gets ``value`` (field ``value``)
+        and this lease's fence (field ``fence``) unless it accepted a newer
+        fence (``StaleFence``, nothing written). Equal fences pass (the same
+        holder writing again). ``LockLost`` without sending if the lease is
+        known lost or released; ``ValueError`` for an empty key or a Redlock
+        client; ``RedisError`` if ``key`` is not a hash."""
+    def fenced_hset(self, key: _Data, field: _Data, value: _Data) -> None:
+        """``fenced_set`` of one field of the hash ``key`` (not ``fence``,
+        which holds the key's last accepted fence: ``ValueError``)."""
     def on_lost(self, callback: Callable[["Lease"], object]) -> None:
         """Call ``callback(lease)`` (from a background thread) once the lease
         is lost. Not called after a successful release."""
@@ -94,10 +106,27 @@ class AsyncLease:
     def extend(self, ttl: Optional[float] = None) -> asyncio.Future[None]: ...
     def release(self) -> asyncio.Future[None]: ...
     def held(self) -> asyncio.Future[bool]: ...
+    def fenced_set(self, key: _Data, value: _Data) -> asyncio.Future[None]: ...
+    def fenced_hset(self, key: _Data, field: _Data, value: _Data) -> asyncio.Future[None]: ...
     def on_lost(self, callback: Callable[["AsyncLease"], object]) -> None:
         """Call ``callback(lease)`` in the event loop once the lease is lost."""
     def stop_renewing(self) -> None:
         """As ``Lease.stop_renewing``: a plain method, nothing to await."""
+
+_Listed = Tuple[Union[str, bytes], LockInfo]
+# A metric family: ("name", "help", "counter", [(labels, value), ...]) or
+# ("name", "help", "histogram", [(upper bound, cumulative count), ...], count, sum).
+_Family = Tuple[Any, ...]
+
+@final
+class Cursor:
+    """The native side of ``Client.list`` / ``Client.watch`` (and the
+    asyncio forms), which iterate it: one item per call."""
+
+    def next(self) -> Optional[Union[_Listed, LockInfo]]:
+        """The next item, blocking with the GIL released; ``None`` at the
+        end of a list."""
+    def next_async(self) -> asyncio.Future[Optional[Union[_Listed, LockInfo]]]: ...
 
 @final
 class Grant:
@@ -105,6 +134,44 @@ class Grant:
     released by the driver if it is dropped unclaimed."""
 
     def _claim(self) -> AsyncLease: ...
+
+@final
+class FencedUpdate:
+    """The statements of one fenced SQL update (``fencelock.sql`` runs them)."""
+
+    def __init__(
+        self,
+        table: Union[str, Tuple[str, ...], List[str]],
+        set: List[str],
+        where: List[str],
+        fence_column: str,
+        paramstyle: str,
+        fence: int,
+        name: Optional[_Name],
+    ) -> None: ...
+    @property
+    def update(self) -> str:
+        """``UPDATE``; parameters: set values, fence, where values, fence."""
+    @property
+    def check(self) -> str:
+        """``SELECT max(fence)``; parameters: where values."""
+    def outcome(self, updated: int, newest: Optional[int]) -> int:
+        """Rows updated, ``0`` for no row, or ``StaleFence`` if ``newest``
+        (the check's answer) is newer than the writer's fence."""
+class Kind:
+    """What a lease holds: a semaphore permit, a read or a write lock
+    (validated once, by ``client.semaphore()`` / ``client.rw_lock()``)."""
+
+    @staticmethod
+    def semaphore(permits: int) -> Kind: ...
+    @staticmethod
+    def read() -> Kind: ...
+    @staticmethod
+    def write() -> Kind: ...
+    @property
+    def permits(self) -> Optional[int]: ...
+    @property
+    def noun(self) -> str: ...
 
 class Client:
     def __init__(
@@ -149,6 +216,32 @@ class Client:
         on_lost: Optional[Callable[[Lease], object]] = None,
         # </gen_stubs>
     ) -> Optional[Lease]: ...
+    def _acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params lease=Lease>
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
+    ) -> Lease: ...
+    def _try_acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params try lease=Lease>
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[Lease], object]] = None,
+        # </gen_stubs>
+    ) -> Optional[Lease]: ...
+    def _inspect_as(self, kind: Kind, name: _Name) -> LockInfo: ...
     def inspect(self, name: _Name) -> LockInfo:
         """What Redis says about ``name`` now (read-only, one round trip per
         node; with Redlock the majority's view). A bad name raises as
@@ -158,6 +251,8 @@ class Client:
         wake its waiters, and advance its fence past every fence issued, so
         fenced resources refuse the old holder. Returns the new fence; logs
         a warning naming this process and host."""
+    def _list(self, pattern: _Name) -> Cursor: ...
+    def _watch(self, name: _Name, interval: float) -> Cursor: ...
     def close(self) -> None:
         """Leases still held expire by their TTL; later acquires, and
         extend/release of this client's leases, raise ``ClientClosed``."""
@@ -205,10 +300,40 @@ class AsyncClient:
         on_lost: Optional[Callable[[AsyncLease], object]] = None,
         # </gen_stubs>
     ) -> asyncio.Future[Optional[Grant]]: ...
+    def _acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params lease=AsyncLease>
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
+    ) -> asyncio.Future[Grant]: ...
+    def _try_acquire_as(
+        self,
+        kind: Kind,
+        name: _Name,
+        ttl: float,
+        *,
+        # <gen_stubs params try lease=AsyncLease>
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[Callable[[AsyncLease], object]] = None,
+        # </gen_stubs>
+    ) -> asyncio.Future[Optional[Grant]]: ...
+    def _inspect_as(self, kind: Kind, name: _Name) -> asyncio.Future[LockInfo]: ...
     def inspect(self, name: _Name) -> asyncio.Future[LockInfo]: ...
     def force_release(self, name: _Name) -> asyncio.Future[int]: ...
+    def _list(self, pattern: _Name) -> Cursor: ...
+    def _watch(self, name: _Name, interval: float) -> Cursor: ...
     def close(self) -> asyncio.Future[None]:
         """As ``Client.close``; pending acquires fail with ``ClientClosed``."""
 
 def _after_fork_in_child() -> None: ...
+def _metrics_enable() -> None: ...
+def _metrics_snapshot() -> List[_Family]: ...
 def _shutdown() -> None: ...

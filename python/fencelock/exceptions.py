@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-__all__ = ["LockError", "NotAcquired", "LockLost", "RedisError", "ClientClosed"]
+__all__ = ["LockError", "NotAcquired", "LockLost", "StaleFence", "RedisError", "ClientClosed"]
 
 
 class LockError(Exception):
@@ -37,6 +37,23 @@ class NotAcquired(LockError, TimeoutError):
 
 class LockLost(LockError):
     """The lease is no longer held (expired, taken over, or renewal failed)."""
+
+
+class StaleFence(LockLost):
+    """A fenced write was refused: the resource already accepted a newer
+    fence than this one (a newer holder of the lock wrote, or an operator
+    force-released it), so nothing was written. A :class:`LockLost`: stop
+    working as the holder.
+
+    ``resource``: the Redis key (``str``, or ``bytes`` if not UTF-8) or the
+    SQL table; ``fence``: the refused fence; ``accepted``: the newer fence
+    the resource holds. ``name`` is the lock's, or ``None`` when a bare fence
+    (not a lease) was passed to :func:`fencelock.sql.fenced_update`.
+    """
+
+    resource: Optional[Union[str, bytes]] = None
+    fence: int = 0
+    accepted: int = 0
 
 
 class RedisError(LockError):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -85,6 +87,25 @@ def redlock_urls() -> Iterator[List[str]]:
     finally:
         for s in servers:
             s.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """The harness's PostgreSQL (FENCELOCK_TEST_PG_URL), else a private one
+    started with ci/postgres.sh and stopped at the end of the session."""
+    url = os.environ.get("FENCELOCK_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    script = str(Path(__file__).resolve().parents[2] / "ci" / "postgres.sh")
+    with tempfile.TemporaryDirectory(prefix="fencelock-pg-run-") as run_dir:
+        env = dict(os.environ, FENCELOCK_PG_RUN_DIR=run_dir)
+        subprocess.run(["bash", script, "start"], env=env, check=True, stdout=subprocess.DEVNULL)
+        try:
+            line = (Path(run_dir) / "env").read_text().strip()
+            yield line.partition("=")[2]
+        finally:
+            subprocess.run(["bash", script, "stop"], env=env, check=True, stdout=subprocess.DEVNULL)
 
 
 @pytest.fixture

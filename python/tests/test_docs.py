@@ -35,6 +35,20 @@ def test_readme_quick_start_runs(redis_url: str, r: Redis) -> None:
     assert r.execute("EXISTS", "fencelock:{invoice:42}") == 0
 
 
+def test_readme_sql_recipe_runs(redis_url: str, pg_url: str) -> None:
+    """The Python block of the README's "Fenced writes" section, against
+    PostgreSQL (the harness's, or a private one)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Fenced writes\n(.*?)(?=^## )", text, re.S | re.M)
+    assert match, "README.md has no '## Fenced writes' section"
+    blocks = re.findall(r"^```python\n(.*?)^```", match.group(1), re.S | re.M)
+    assert len(blocks) == 1, "one ```python block in the Fenced writes section"
+    env = dict(os.environ, FENCELOCK_REDIS_URL=redis_url, FENCELOCK_PG_URL=pg_url)
+    done = subprocess.run([sys.executable, "-c", blocks[0]], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"refused: fence \d+ is older than \d+ in invoices", done.stdout), done.stdout
+
+
 def mypy(*files: Path) -> "subprocess.CompletedProcess[str]":
     cache = ROOT / ".build" / "mypy-cache"
     # conftest imports the shared test support (checked strictly too).

@@ -5,6 +5,7 @@ redis-servers that the tests kill and start again (empty)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from typing import Callable, List
@@ -77,7 +78,11 @@ def test_twenty_thousand_names_used_once_leave_no_key_once_the_grace_has_passed(
     run = unique("once")
     with fencelock.Client(server.url, fence_grace=0.3) as client:
         for i in range(20_000):
-            client.acquire(f"{run}:{i}", ttl=1.0, wait=0).release()
+            lease = client.acquire(f"{run}:{i}", ttl=1.0, wait=0)
+            # A machine stalled past the 1 s ttl makes this LockLost (the key
+            # expired first): keys must leave Redis either way.
+            with contextlib.suppress(fencelock.LockLost):
+                lease.release()
     pattern = f"fencelock:{{{run}:*".encode()
     deadline = time.monotonic() + 30
     while (left := scan_count(server.url, pattern)) > 0:

@@ -36,6 +36,18 @@ def sync_api() -> None:
     print(total)
     if maybe is not None:
         maybe.release()
+    pool: fencelock.Semaphore = client.semaphore("pool", permits=3)
+    permits: int = pool.permits
+    with pool.lock(ttl=10.0, wait=5.0, on_lost=lambda p: print(p.fence)) as permit:
+        print(permit.fence, permits)
+    spare: Optional[fencelock.Lease] = pool.try_acquire(ttl=10.0)
+    info: fencelock.LockInfo = pool.inspect()
+    print(spare, info.held_by_me)
+    rw: fencelock.RwLock = client.rw_lock("doc")
+    with rw.read(ttl=10.0) as reader, rw.write(ttl=10.0, wait=1.0) as writer:
+        print(reader.fence, writer.fence)
+    side: fencelock.RwSide = rw.writer
+    side.acquire(ttl=1.0, auto_renew=True).release()
     client.close()
     with redlock as c:
         c.acquire(b"raw-bytes", ttl=1, wait=None).release()
@@ -72,6 +84,14 @@ async def async_api() -> None:
     print(done)
     if maybe is not None:
         await maybe.release()
+    apool: fencelock.AsyncSemaphore = aclient.semaphore("pool", permits=3)
+    async with apool.lock(ttl=10.0) as permit:
+        print(permit.fence, (await apool.inspect()).held)
+    arw: fencelock.AsyncRwLock = aclient.rw_lock("doc")
+    async with arw.read(ttl=10.0) as reader:
+        print(reader.fence)
+    got: Optional[fencelock.AsyncLease] = await arw.writer.try_acquire(ttl=1.0)
+    print(got)
     async with fencelock.AsyncClient(["redis://a", "redis://b", "redis://c"]) as redlock:
         await (await redlock.acquire("x", ttl=1.0, on_lost=lambda l: print(l.lost))).release()
     await aclient.close()

@@ -24,7 +24,9 @@ A region is the lines between ``# <gen_stubs KIND [try] [lease=NAME]>`` and
                      accepts
 
 ``try`` leaves out the keywords that only a waiting acquire takes (``wait``);
-``lease=`` names the lease class ``on_lost`` is called with.
+``lease=`` names the lease class ``on_lost`` is called with; ``as`` makes a
+signature start ``(kind, name, ttl, *`` (the ``_acquire_as`` entries of the
+semaphore and the read-write lock).
 
 The Rust functions' own parameters stay hand-written: PyO3 fails to compile
 when they differ from the generated signature attribute.
@@ -83,6 +85,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FILES = (
     "python/fencelock/_native.pyi",
     "python/fencelock/__init__.py",
+    "python/fencelock/_primitives.py",
     "bindings/python/src/client.rs",
 )
 
@@ -111,7 +114,8 @@ def render(kind: str, flags: Dict[str, Optional[str]], indent: str, where: str) 
         return [f"{indent}const CLIENT_KEYWORDS: &[&str] = &[\n", names, f"{indent}];\n"]
     if kind == "signature":
         args = ", ".join(f"{k.name}={k.rust_default}" for k in kws)
-        return [f"{indent}#[pyo3(signature = (name, ttl, *, {args}))]\n"]
+        lead = "kind, name, ttl" if "as" in flags else "name, ttl"
+        return [f"{indent}#[pyo3(signature = ({lead}, *, {args}))]\n"]
     raise SystemExit(f"{where}: unknown region kind {kind!r}")
 
 

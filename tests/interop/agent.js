@@ -18,13 +18,25 @@ const ERRORS = new Map([
   [fencelock.ClientClosedError, 'Closed'],
 ])
 
+// The request's `primitive` (a semaphore, a read-write lock side), or
+// undefined for the mutex.
+function side(client, req) {
+  const primitive = req.primitive
+  if (primitive == null) return undefined
+  if ('semaphore' in primitive) return client.semaphore(req.name, { permits: primitive.semaphore })
+  const rw = client.rwLock(req.name)
+  return primitive.rw === 'read' ? rw.reader : rw.writer
+}
+
 async function handle(client, leases, req) {
   const lease = leases.get(req.lease)
   switch (req.op) {
     case 'acquire':
     case 'try': {
       const options = { ttl: req.ttl, wait: req.wait ?? undefined, autoRenew: Boolean(req.auto_renew) }
-      const got = req.op === 'acquire' ? await client.acquire(req.name, options) : await client.tryAcquire(req.name, options)
+      const held = side(client, req)
+      const acquire = req.op === 'acquire' ? 'acquire' : 'tryAcquire'
+      const got = held === undefined ? await client[acquire](req.name, options) : await held[acquire](options)
       if (got === null) return { ok: true, lease: null }
       const id = String(leases.size)
       leases.set(id, got)

@@ -11,6 +11,18 @@ ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", 
           fencelock.ClientClosed: "Closed"}
 
 
+def side(client: fencelock.Client, req: dict):  # type: ignore[type-arg]
+    """The request's `primitive` (a semaphore, a read-write lock side), or
+    None for the mutex."""
+    primitive = req.get("primitive")
+    if primitive is None:
+        return None
+    if "semaphore" in primitive:
+        return client.semaphore(req["name"], primitive["semaphore"])
+    rw = client.rw_lock(req["name"])
+    return rw.reader if primitive["rw"] == "read" else rw.writer
+
+
 def main() -> None:
     urls = sys.argv[1].split(",")  # several URLs: Redlock
     client = fencelock.Client(urls if len(urls) > 1 else urls[0])
@@ -22,11 +34,16 @@ def main() -> None:
         try:
             if op == "acquire" or op == "try":
                 ttl = req["ttl"] / 1000
+                held = side(client, req)
                 if op == "acquire":
                     wait = None if req.get("wait") is None else req["wait"] / 1000
-                    got = client.acquire(req["name"], ttl=ttl, wait=wait, auto_renew=bool(req.get("auto_renew")))
+                    renew = bool(req.get("auto_renew"))
+                    if held is None:
+                        got = client.acquire(req["name"], ttl=ttl, wait=wait, auto_renew=renew)
+                    else:
+                        got = held.acquire(ttl=ttl, wait=wait, auto_renew=renew)
                 else:
-                    got = client.try_acquire(req["name"], ttl=ttl)
+                    got = client.try_acquire(req["name"], ttl=ttl) if held is None else held.try_acquire(ttl=ttl)
                 if got is None:
                     reply = {"ok": True, "lease": None}
                 else:

@@ -7,12 +7,14 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { ROOT, vectors, asBytes, asName, number, Redis, Monitor, scriptCalls, TOKEN, redisUrlOrServer } = require('../support/fltest.js')
-const { fencelock, connect } = require('./flavour.js') // FENCELOCK_NODE_FLAVOUR=wasm: fencelock/wasm
+const { randomUUID } = require('node:crypto')
+const { fencelock, connect, name: flavour } = require('./flavour.js') // FENCELOCK_NODE_FLAVOUR=wasm: fencelock/wasm
 
 const COMMANDS = vectors('commands.json')
 const SCRIPTS = COMMANDS.scripts
 const KEYS = vectors('keys.json').cases
 const VALIDATION = vectors('validation.json')
+const LIST = vectors('list.json')
 
 let server
 let url
@@ -84,6 +86,51 @@ for (const c of KEYS) {
   })
 }
 
+// ------------------------------------------------------------------ list.json
+
+if (flavour === 'node') {
+  test('list: the names each pattern yields, the documented MATCH, never KEYS', async () => {
+    const run = randomUUID().slice(0, 12)
+    const monitor = await Monitor.start(url)
+    const client = await connect(url, { prefix: `${LIST.prefix}${run}:` })
+    try {
+      const leases = []
+      for (const n of LIST.held) leases.push(await client.acquire(asName(n), { ttl: 30_000 }))
+      for (const n of LIST.released) await (await client.acquire(asName(n), { ttl: 30_000 })).release()
+      for (const c of LIST.cases) {
+        const found = []
+        for await (const { name } of client.list(asName(c.pattern))) found.push(Buffer.from(name).toString('hex'))
+        assert.deepEqual(found, c.names.map((n) => asBytes(n).toString('hex')), c.why)
+      }
+      for (const bad of LIST.bad) assert.throws(() => client.list(asName(bad)), RangeError)
+      await monitor.sync()
+      for (const lease of leases) await lease.release()
+    } finally {
+      await client.close()
+      monitor.close()
+    }
+    const escaped = Buffer.from(LIST.prefix.replace(/[*[\]]/g, (c) => `\\${c}`))
+    const sent = monitor.seen.filter((c) => c.args[0]?.toString().toUpperCase() === 'SCAN').map((c) => c.args[3].toString('hex'))
+    for (const c of LIST.cases) {
+      const match = asBytes(c.match)
+      const at = match.indexOf(escaped) + escaped.length
+      const withRun = Buffer.concat([match.subarray(0, at), Buffer.from(`${run}:`), match.subarray(at)])
+      assert.ok(sent.includes(withRun.toString('hex')), c.why)
+    }
+    assert.ok(!monitor.seen.some((c) => c.args[0]?.toString().toUpperCase() === 'KEYS' && c.args.join(' ').includes(run)))
+  })
+} else {
+  test('list: fencelock/wasm says it does not list (yet)', async () => {
+    const client = await connect(url)
+    try {
+      assert.throws(() => client.list('*'), (err) => err.code === 'ERR_FENCELOCK_UNSUPPORTED')
+      assert.throws(() => client.watch('x'), (err) => err.code === 'ERR_FENCELOCK_UNSUPPORTED')
+    } finally {
+      await client.close()
+    }
+  })
+}
+
 // ------------------------------------------------------------ validation.json
 
 async function rejects(client, name, options, errorClass, what) {
@@ -146,9 +193,23 @@ test('validation: valid ttls are sent in whole milliseconds, rounded up', async 
 // -------------------------------------------------------------- commands.json
 
 function resolve(v, sc) {
-  if (v === '$lock' || v === '$fence' || v === '$channel') return asBytes(sc.keys[v.slice(1)])
+  if (typeof v === 'string' && v.startsWith('$') && v.slice(1) in sc.keys) return asBytes(sc.keys[v.slice(1)])
   if (v === '$token' || v === '$waiter_token') return Buffer.from(v)
   return asBytes(v)
+}
+
+/** What the scenario's acquire calls: the mutex's, or a semaphore's or a read-write lock side's (its `primitive`). */
+function acquirer(client, sc) {
+  const name = asName(sc.lock_name)
+  const primitive = sc.primitive
+  if (primitive === undefined) return (options) => client.acquire(name, options)
+  if ('semaphore' in primitive) {
+    const sem = client.semaphore(name, { permits: primitive.semaphore })
+    return (options) => sem.acquire(options)
+  }
+  const rw = client.rwLock(name)
+  const side = primitive.rw === 'read' ? rw.reader : rw.writer
+  return (options) => side.acquire(options)
 }
 
 const ERRORS = new Map([
@@ -195,7 +256,7 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
           const who = step.lease ?? 'first'
           if (step.call === 'acquire') {
             const wait = sc.wait_ms === null ? undefined : sc.wait_ms
-            pending[who] = client.acquire(asName(sc.lock_name), { ttl: sc.ttl_ms, wait })
+            pending[who] = acquirer(client, sc)({ ttl: sc.ttl_ms, wait })
             pending[who].catch(() => {}) // read at its outcome step
             if (who === 'first') await settle(who)
           } else if (step.call) {
@@ -241,5 +302,37 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
       const v = await raw.cmd('GET', resolve(key, sc))
       assert.equal(v === null ? null : v.toString(), value, key)
     }
+  })
+}
+
+for (const c of COMMANDS.fenced_writes.cases) {
+  test(`fenced writes: ${c.name}`, async () => {
+    for (const cmd of c.setup) await raw.cmd(...cmd.map((a) => resolve(a, c)))
+    const [key, value] = [resolve(c.key, c), resolve(c.value, c)]
+    let got
+    const calls = await withMonitor(async () => {
+      const client = await connect(url)
+      try {
+        const lease = await client.acquire(asName(c.lock_name), { ttl: 10_000 })
+        assert.equal(String(lease.fence), c.fence)
+        try {
+          await (c.field === undefined ? lease.fencedSet(key, value) : lease.fencedHSet(key, resolve(c.field, c), value))
+          got = 'ok'
+        } catch (err) {
+          if (!(err instanceof fencelock.StaleFenceError)) throw err
+          got = { error: 'StaleFence', accepted: String(err.accepted) }
+        }
+        await lease.release()
+      } finally {
+        await client.close()
+      }
+    })
+    assert.deepEqual(got, c.outcome)
+    const sent = calls.filter((x) => x.script === c.sent.script).map((x) => [hexes(...x.keys), hexes(...x.args)])
+    assert.deepEqual(sent, [[hexes(...c.sent.keys.map((k) => resolve(k, c))), hexes(...c.sent.args.map((a) => resolve(a, c)))]])
+    const fields = await raw.cmd('HGETALL', key)
+    const pairs = []
+    for (let i = 0; i < fields.length; i += 2) pairs.push(hexes(fields[i], fields[i + 1]).join(' '))
+    assert.deepEqual(pairs.sort(), c.final.map(([f, v]) => hexes(resolve(f, c), resolve(v, c)).join(' ')).sort())
   })
 }

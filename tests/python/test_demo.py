@@ -1,6 +1,7 @@
-"""`make demo`'s job, checked: with fences the run ends with every job done
-once and the paused holder's late write rejected (exit 0); with the ledger's
-fence check switched off (DEMO_UNFENCED=1) the same run must fail (exit 1)."""
+"""`make demo`'s job, checked: with fenced writes (`fenced_hset` /
+`fencedHSet` to each resource's ledger) the run ends with every job done once
+and the paused holder's late write refused (exit 0); with plain writes
+instead (DEMO_UNFENCED=1) the same run must fail (exit 1)."""
 
 from __future__ import annotations
 

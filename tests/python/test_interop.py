@@ -9,6 +9,8 @@ line, one JSON reply per stdout line, requests handled in order.
   {"op": "try", "name", "ttl": ms}                      -> {"ok", "lease": id|null, ...}
   {"op": "extend", "lease": id, "ttl": ms|null} / {"op": "release", "lease": id} -> {"ok"}
   {"op": "lost", "lease": id}                           -> {"ok", "lost": bool}
+An acquire or try may name a `primitive`: {"semaphore": permits} or
+{"rw": "read"|"write"} (default: the mutex).
 Failures: {"ok": false, "error": "NotAcquired"|"LockLost"|"Redis"}.
 
 The wire test runs one scenario (acquire, extend, contended wait, release,
@@ -188,6 +190,60 @@ def test_auto_renewal_keeps_other_language_out(holder: str, other: str, agents: 
     won = o.call(op="try", name=name, ttl=1000)
     assert won["lease"] is not None and int(won["fence"]) > int(held["fence"])
     assert o.call(op="release", lease=won["lease"]) == {"ok": True}
+
+
+SEMAPHORE_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "wasm"), ("wasm", "python")]
+
+
+@pytest.mark.parametrize("holder,waiter", SEMAPHORE_PAIRS, ids=[f"{h}-holds-{w}-waits" for h, w in SEMAPHORE_PAIRS])
+def test_semaphore_permits_are_shared_across_languages(
+    holder: str, waiter: str, agents: Dict[str, Agent], raw: Redis
+) -> None:
+    """Two permits: the holder's language takes both, the other language's
+    try finds none and its waiter stands in the server's line; a release
+    hands a permit over (woken by the notification), with a larger fence."""
+    h, w = agents[holder], agents[waiter]
+    name = f"interop:sem:{holder}-{waiter}:{uuid.uuid4().hex[:8]}"
+    sem = {"semaphore": 2}
+    waiting = f"fencelock:{{{name}}}:semaphore:waiting".encode()
+    first = h.call(op="acquire", name=name, ttl=30000, wait=0, primitive=sem)
+    second = h.call(op="acquire", name=name, ttl=30000, wait=0, primitive=sem)
+    assert first["ok"] and second["ok"] and int(second["fence"]) > int(first["fence"])
+    assert w.call(op="try", name=name, ttl=30000, primitive=sem) == {"ok": True, "lease": None}
+    w.send(op="acquire", name=name, ttl=30000, wait=10000, primitive=sem)
+    wait_until(lambda: raw.execute("ZCARD", waiting) == 1, "the waiter never stood in line")
+    assert w.pending()
+    released_at = time.monotonic()
+    assert h.call(op="release", lease=first["lease"]) == {"ok": True}
+    won = w.reply()
+    assert won["ok"], won
+    assert int(won["fence"]) > int(second["fence"])
+    assert time.monotonic() - released_at < 0.5, "woken by the release notification"
+    for agent, lease in ((h, second), (w, won)):
+        assert agent.call(op="release", lease=lease["lease"]) == {"ok": True}
+
+
+RW_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python"), ("wasm", "rust")]
+
+
+@pytest.mark.parametrize("reader,writer", RW_PAIRS, ids=[f"{r}-reads-{w}-writes" for r, w in RW_PAIRS])
+def test_read_write_lock_across_languages(reader: str, writer: str, agents: Dict[str, Agent], raw: Redis) -> None:
+    """Readers of one language share; a writer of another waits for them and,
+    while it waits, keeps new readers out."""
+    r, w = agents[reader], agents[writer]
+    name = f"interop:rw:{reader}-{writer}:{uuid.uuid4().hex[:8]}"
+    read, write = {"rw": "read"}, {"rw": "write"}
+    waiting = f"fencelock:{{{name}}}:rw:waiting".encode()
+    r1 = r.call(op="acquire", name=name, ttl=30000, wait=0, primitive=read)
+    assert r1["ok"], r1
+    assert w.call(op="try", name=name, ttl=30000, primitive=write) == {"ok": True, "lease": None}
+    w.send(op="acquire", name=name, ttl=30000, wait=10000, primitive=write)
+    wait_until(lambda: raw.execute("ZCARD", waiting) == 1, "the writer never stood in line")
+    assert r.call(op="try", name=name, ttl=30000, primitive=read) == {"ok": True, "lease": None}
+    assert r.call(op="release", lease=r1["lease"]) == {"ok": True}
+    won = w.reply()
+    assert won["ok"] and int(won["fence"]) > int(r1["fence"]), won
+    assert w.call(op="release", lease=won["lease"]) == {"ok": True}
 
 
 REDLOCK_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python"), ("wasm", "python"), ("rust", "wasm")]

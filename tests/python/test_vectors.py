@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -19,6 +20,7 @@ COMMANDS = vectors("commands.json")
 SCRIPTS: Dict[str, str] = COMMANDS["scripts"]
 KEYS = vectors("keys.json")["cases"]
 VALIDATION = vectors("validation.json")
+LIST = vectors("list.json")
 
 
 @pytest.fixture
@@ -81,6 +83,36 @@ def test_every_key_of_a_lock_is_in_the_slot_redis_cluster_computes(tmp_path: Any
     finally:
         r.close()
         server.stop()
+
+
+# ----------------------------------------------------------------- list.json
+
+
+def test_list(redis_url: str, monitor: Monitor) -> None:
+    run = uuid.uuid4().hex[:12]
+    prefix = f"{LIST['prefix']}{run}:"
+    with fencelock.Client(redis_url, prefix=prefix) as client:
+        leases = [client.acquire(as_name(n), ttl=30.0) for n in LIST["held"]]
+        for n in LIST["released"]:
+            client.acquire(as_name(n), ttl=30.0).release()
+        monitor.sync()
+        for case in LIST["cases"]:
+            found = [n.encode() if isinstance(n, str) else n for n, _ in client.list(as_name(case["pattern"]))]
+            assert found == [as_bytes(n) for n in case["names"]], case["why"]
+        for bad in LIST["bad"]:
+            with pytest.raises(ValueError):
+                client.list(as_name(bad))
+        monitor.sync()
+        for lease in leases:
+            lease.release()
+    # The documented MATCH for each pattern (the run id after the prefix),
+    # and never KEYS.
+    escaped = LIST["prefix"].replace("*", "\\*").replace("[", "\\[").replace("]", "\\]").encode()
+    sent = [a[a.index(b"MATCH") + 1] for _, a in monitor.seen if a and a[0].upper() == b"SCAN"]
+    for case in LIST["cases"]:
+        match = as_bytes(case["match"]).replace(escaped, escaped + run.encode() + b":", 1)
+        assert match in sent, (case["why"], match, sent[:5])
+    assert not [a for _, a in monitor.seen if a and a[0].upper() == b"KEYS" and run.encode() in b" ".join(a)]
 
 
 # ----------------------------------------------------------- validation.json
@@ -147,11 +179,24 @@ REAL = [s for s in COMMANDS["scenarios"] if s["real"]]
 
 
 def resolve(v: Any, sc: Dict[str, Any]) -> bytes:
-    if v in ("$lock", "$fence", "$channel"):
+    if isinstance(v, str) and v.startswith("$") and v[1:] in sc["keys"]:
         return as_bytes(sc["keys"][v[1:]])
     if v in ("$token", "$waiter_token"):
         return v.encode()
     return as_bytes(v)
+
+
+def acquirer(client: fencelock.Client, sc: Dict[str, Any]) -> Any:
+    """What the scenario's acquire calls: the mutex's, or a semaphore's or a
+    read-write lock side's (its `primitive`)."""
+    name = as_name(sc["lock_name"])
+    primitive = sc.get("primitive")
+    if primitive is None:
+        return lambda **kw: client.acquire(name, **kw)
+    if "semaphore" in primitive:
+        return client.semaphore(name, primitive["semaphore"]).acquire
+    rw = client.rw_lock(name)
+    return (rw.reader if primitive["rw"] == "read" else rw.writer).acquire
 
 
 ERRORS = {fencelock.NotAcquired: "NotAcquired", fencelock.LockLost: "LockLost", fencelock.RedisError: "Redis",
@@ -222,16 +267,16 @@ def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monit
                 lease = leases[who]
                 if step["call"] == "acquire":
                     wait = None if sc["wait_ms"] is None else sc["wait_ms"] / 1000
-                    name = as_name(sc["lock_name"])
+                    acquire = acquirer(client, sc)
 
-                    def acquire() -> fencelock.Lease:
-                        return client.acquire(name, ttl=sc["ttl_ms"] / 1000, wait=wait)
+                    def attempt() -> fencelock.Lease:
+                        return acquire(ttl=sc["ttl_ms"] / 1000, wait=wait)
 
                     if who == "waiter":
-                        waiter.start(acquire)  # its outcome is read at its outcome step
+                        waiter.start(attempt)  # its outcome is read at its outcome step
                         got[who] = waiter
                         continue
-                    lease, err = outcome_of(acquire)
+                    lease, err = outcome_of(attempt)
                     leases[who] = lease
                     got[who] = acquired(lease, err, step_outcome(sc, step))
                 else:
@@ -282,6 +327,38 @@ def acquired(lease: Optional[fencelock.Lease], err: Any, want: Dict[str, Any]) -
     if "valid_until_ms" in want:
         assert 0 < lease.valid_for * 1000 <= want["valid_until_ms"]
     return {"acquired": str(lease.fence)}
+
+
+FENCED = COMMANDS["fenced_writes"]["cases"]
+
+
+@pytest.mark.parametrize("case", FENCED, ids=[c["name"] for c in FENCED])
+def test_fenced_writes(case: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor) -> None:
+    for cmd in case["setup"]:
+        raw.execute(*(resolve(a, case) for a in cmd))
+    key, value = resolve(case["key"], case), resolve(case["value"], case)
+    with fencelock.Client(redis_url) as client:
+        lease = client.acquire(as_name(case["lock_name"]), ttl=10.0)
+        assert str(lease.fence) == case["fence"]
+        try:
+            if "field" in case:
+                lease.fenced_hset(key, resolve(case["field"], case), value)
+            else:
+                lease.fenced_set(key, value)
+            got: Any = "ok"
+        except fencelock.StaleFence as e:
+            got = {"error": "StaleFence", "accepted": str(e.accepted)}
+        lease.release()
+    assert got == case["outcome"]
+    monitor.sync()
+    sent = case["sent"]
+    calls = [c for c in script_calls(monitor.seen, SCRIPTS) if c["script"] == sent["script"]]
+    assert [(c["keys"], c["args"]) for c in calls] == [
+        ([resolve(k, case) for k in sent["keys"]], [resolve(a, case) for a in sent["args"]])
+    ]
+    fields = raw.execute("HGETALL", key)
+    pairs = sorted(zip(fields[::2], fields[1::2]))
+    assert pairs == sorted((resolve(f, case), resolve(v, case)) for f, v in case["final"])
 
 
 def step_outcome(sc: Dict[str, Any], call_step: Dict[str, Any]) -> Dict[str, Any]:

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, ForceRelease, Inspect, KeySpace, LockConfig, LockInfo, LockName, Operation,
-    RetryPolicy, Successor, Token, Wait,
+    Error, FenceGrace, ForceRelease, Inspect, KeySpace, Kind, LockConfig, LockInfo, LockName,
+    Operation, RetryPolicy, Successor, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -255,9 +255,44 @@ impl Client {
         }
     }
 
+    /// [`Client::acquire_granted`] for a lease of `kind`: a semaphore
+    /// permit, a read or a write lock (the bindings' entry; Rust callers
+    /// use [`Client::semaphore`] and [`Client::rw_lock`]).
+    pub fn acquire_as(
+        &self,
+        kind: Kind,
+        name: LockName,
+        options: &LockOptions,
+        try_once: bool,
+    ) -> MaybeGranting {
+        MaybeGranting {
+            acquire: self.acquire_kind(kind, Ok(name), options, try_once),
+            try_once,
+        }
+    }
+
+    /// An acquire of a lease of `kind`, waiting as `options` say unless
+    /// `try_once`.
+    pub(crate) fn acquire_kind(
+        &self,
+        kind: Kind,
+        name: Result<LockName, Error>,
+        options: &LockOptions,
+        try_once: bool,
+    ) -> Acquire {
+        let wait = if try_once {
+            Wait::TRY_ONCE
+        } else {
+            options.wait
+        };
+        Acquire {
+            state: self.start_as(kind, name, options, wait).map_err(Some),
+        }
+    }
+
     /// This client's connections; `Closed` (for `operation` on `name`) once
     /// it is closed.
-    fn connections(
+    pub(crate) fn connections(
         &self,
         name: &LockName,
         operation: Operation,
@@ -275,17 +310,30 @@ impl Client {
         options: &LockOptions,
         wait: Wait,
     ) -> Result<Acquiring, Error> {
+        self.start_as(Kind::Mutex, name, options, wait)
+    }
+
+    /// [`Client::start`] for a lease of `kind` (a semaphore permit, a read
+    /// or a write lock: see `primitives.rs`).
+    fn start_as(
+        &self,
+        kind: Kind,
+        name: Result<LockName, Error>,
+        options: &LockOptions,
+        wait: Wait,
+    ) -> Result<Acquiring, Error> {
         let started = std::time::Instant::now();
         let name = name?;
         let ttl = options.ttl()?;
         let max_hold = options.max_hold_value()?;
         let conns = self.connections(&name, Operation::Acquire)?;
-        let keys = self.inner.keyspace.keys(&name);
+        let keys = self.inner.keyspace.keys_for(&name, kind);
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
         let token = Token(uuid.hyphenated().to_string());
         let config = LockConfig {
             name,
+            kind,
             keys,
             token,
             ttl,
@@ -301,11 +349,14 @@ impl Client {
         let cancelled = Arc::new(AtomicBool::new(false));
         // In line now, in call order, before anything is spawned or awaited;
         // a release of this client may hand us the lock (`successor`).
-        let place = self
-            .inner
-            .queues
-            .slot(config.name.as_bytes())
-            .line_up(&cancelled, || Successor::new(&config));
+        let place = if kind.lines_up_locally() {
+            let slot = self.inner.queues.slot(config.name.as_bytes());
+            slot.line_up(&cancelled, || Successor::new(&config))
+        } else {
+            // Permits and readers are shared: the server's line orders them
+            // (and nobody is handed one in a release).
+            self.inner.queues.alone(&cancelled)
+        };
         let candidate = place.candidate();
         if matches!(place, Place::Waiting(_)) {
             // Local contention, visible in the logs; emitted after the place
@@ -345,10 +396,15 @@ impl Client {
 
     /// [`Client::inspect`] for a name validated already (the bindings').
     pub async fn inspect_named(&self, name: LockName) -> Result<LockInfo, Error> {
+        self.inspect_as(Kind::Mutex, name).await
+    }
+
+    /// [`Client::inspect_named`] for `kind`'s keys (a semaphore's holders).
+    pub async fn inspect_as(&self, kind: Kind, name: LockName) -> Result<LockInfo, Error> {
         let conns = self.connections(&name, Operation::Inspect)?;
-        let keys = self.inner.keyspace.keys(&name);
+        let keys = self.inner.keyspace.keys_for(&name, kind);
         let tokens = conns.tokens(&name);
-        let inspect = Inspect::new(name, &keys, &tokens, conns.nodes.len());
+        let inspect = Inspect::of_kind(name, kind, &keys, &tokens, conns.nodes.len());
         conns.inspect(&inspect).await
     }
 
@@ -386,6 +442,11 @@ impl Client {
             "lock force-released"
         );
         Ok(forced.fence)
+    }
+
+    /// The key space this client's locks live in.
+    pub fn keyspace(&self) -> &KeySpace {
+        &self.inner.keyspace
     }
 
     /// Close the connections. Auto-renewal stops and leases still held
@@ -496,7 +557,7 @@ impl Future for Granting {
 
 /// A [`Client::try_acquire`] in progress: `None` if someone else holds the lock.
 #[must_use = "an acquire is cancelled when dropped"]
-pub struct TryAcquire(Acquire);
+pub struct TryAcquire(pub(crate) Acquire);
 
 impl TryAcquire {
     /// [`Acquire::granted`] for one attempt.

@@ -170,6 +170,12 @@ impl Node {
         &self.label
     }
 
+    /// The data connection, for commands other than the core's scripts
+    /// (listing's `SCAN`, see `scan.rs`).
+    pub(crate) fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
     /// Run one core command. Every call yields exactly one reply: server
     /// errors as `Reply::Error`, anything that leaves the outcome open (IO
     /// error or timeout after the command was handed to a connection) as
@@ -259,14 +265,14 @@ impl Node {
     ) -> Option<tokio::time::Instant> {
         if nodes > 1 {
             Some(tokio::time::Instant::now())
-        } else if command.script == Script::Acquire {
+        } else if command.script.is_acquire() {
             acquire_deadline
         } else {
             Some(tokio::time::Instant::now() + self.response_timeout)
         }
     }
 
-    fn describe(&self, e: &RedisError) -> String {
+    pub(crate) fn describe(&self, e: &RedisError) -> String {
         describe_error(&self.label, self.password.as_deref(), e)
     }
 
@@ -285,10 +291,7 @@ impl Node {
             .arg(command.keys.len())
             .arg(&command.keys)
             .arg(&command.args);
-        let publishes = matches!(
-            command.script,
-            Script::Release | Script::ForceRelease | Script::Handoff
-        );
+        let publishes = command.script.publishes();
         let sharded = conn.sharded() && publishes;
         if sharded {
             // A release's notification goes out as SPUBLISH, to

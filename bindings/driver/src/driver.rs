@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::{now, to_tokio};
 use crate::connections::Connections;
 use crate::lease::{Granted, Lease, LeaseParts, Request, Shared};
+use crate::metrics;
 use crate::notify::Subscription;
 use crate::queue::{self, Candidate, Promise, SharedPlace, Turn, Waited};
 
@@ -73,13 +74,14 @@ pub(crate) async fn run(job: Job) {
         Ok(turn) => turn,
         Err(answer) => {
             if let Some(error) = answer {
+                metrics::acquire_failed(&config.name, &error);
                 let _ = reply.send(Err(error));
             }
             // Leaving without the turn; a release of this client may be
             // handing us the lock all the same: then give it back.
             if let Some(candidate) = candidate {
                 if let Some((turn, handoff)) = queue::abandon(&candidate).await {
-                    refuse(&conns, config, turn, handoff, &mut closed).await;
+                    refuse(&conns, config, turn, handoff, &mut closed, started).await;
                 }
             }
             return;
@@ -100,6 +102,7 @@ pub(crate) async fn run(job: Job) {
     let _owned = conns.own(&config.name, &config.token);
     let parts = LeaseParts {
         name: config.name.clone(),
+        kind: config.kind,
         keys: config.keys.clone(),
         conns: Arc::downgrade(&conns),
         token: config.token.0.clone(),
@@ -129,6 +132,8 @@ pub(crate) async fn run(job: Job) {
         acquire_deadline,
         give_up: watch::Sender::new(false),
         promise: None,
+        started,
+        seen: metrics::Seen::default(),
     };
     actor.drive(&mut lock, &mut closed).await;
 }
@@ -182,6 +187,7 @@ async fn refuse(
     turn: Turn,
     handoff: Handoff,
     closed: &mut watch::Receiver<bool>,
+    started: std::time::Instant,
 ) {
     turn.only_compensating();
     let name = config.name.clone();
@@ -204,6 +210,8 @@ async fn refuse(
         acquire_deadline: None,
         give_up: watch::Sender::new(false),
         promise: None,
+        started,
+        seen: metrics::Seen::default(),
     };
     actor.drive(&mut lock, closed).await;
 }
@@ -311,6 +319,10 @@ struct Actor<'a> {
     give_up: watch::Sender<bool>,
     /// The waiter our release in flight hands the lock to (with `turn`).
     promise: Option<Promise>,
+    /// When the caller called acquire (its wait time runs from here).
+    started: std::time::Instant,
+    /// The core's stats already recorded as metrics.
+    seen: metrics::Seen,
 }
 
 impl Actor<'_> {
@@ -346,6 +358,7 @@ impl Actor<'_> {
             // for them), the caller need not wait out their timeouts too.
             if let Some(error) = lock.acquire_failure() {
                 if let Some(caller) = self.take_caller() {
+                    metrics::acquire_failed(lock.name(), error);
                     let _ = caller.send(Err(error.clone()));
                     if let Some(turn) = &self.turn {
                         turn.only_compensating();
@@ -369,6 +382,7 @@ impl Actor<'_> {
                 biased;
                 Some((id, reply)) = inflight.next(), if !inflight.is_empty() => {
                     lock.handle_reply(now(), id, reply);
+                    self.seen.record(lock.name(), lock.stats());
                 }
                 () = async { waiter.expect("guarded").notify.notified().await }, if has_waiter => {
                     lock.handle_wakeup(now());
@@ -408,6 +422,7 @@ impl Actor<'_> {
 
     fn on_cancelled(&mut self, lock: &mut Lock) {
         tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller");
+        metrics::acquire_cancelled(lock.name());
         self.phase = Phase::Finishing;
         self.give_up.send_replace(true);
         lock.cancel(now());
@@ -417,7 +432,9 @@ impl Actor<'_> {
         self.give_up.send_replace(true);
         self.phase = match std::mem::replace(&mut self.phase, Phase::Finishing) {
             Phase::Acquiring(caller) => {
-                let _ = caller.send(Err(closed_error(lock.name())));
+                let error = closed_error(lock.name());
+                metrics::acquire_failed(lock.name(), &error);
+                let _ = caller.send(Err(error));
                 lock.cancel(now());
                 Phase::Closing(None)
             }
@@ -497,8 +514,11 @@ impl Actor<'_> {
                     None => false,
                 };
                 if delivered {
+                    let sent = lock.stats().granted_attempt_sent;
+                    metrics::acquired(lock.name(), self.started, sent);
                     self.phase = Phase::Serving(rx);
                 } else {
+                    metrics::acquire_cancelled(lock.name());
                     // The caller gave up just as we won: do not leave it held.
                     tracing::debug!(lock = %lock.name(), "acquired after the caller left; releasing");
                     if let Err(e) = lock.release(now()) {
@@ -510,6 +530,7 @@ impl Actor<'_> {
                 self.subscription = None;
                 self.turn = None;
                 if let Some(caller) = self.take_caller() {
+                    metrics::acquire_failed(lock.name(), &e);
                     let _ = caller.send(Err(e));
                 }
             }
@@ -530,6 +551,7 @@ impl Actor<'_> {
                 self.subscription = None;
                 self.shared.mark_over();
                 if let Some(Pending::Release(tx)) = self.pending.take() {
+                    metrics::released(lock.name(), &result);
                     let _ = tx.send(result);
                 } else if let Err(e) = result {
                     tracing::debug!(lock = %lock.name(), error = %e, "release finished with an error");
@@ -559,6 +581,7 @@ impl Actor<'_> {
                 // callback) must find the lease already lost.
                 self.shared.mark_lost();
                 tracing::warn!(lock = %lock.name(), "lease lost");
+                metrics::lost(lock.name());
                 // The next local waiter may try now (unless our release is
                 // handing it the lock: the turn goes with the handoff).
                 if self.promise.is_none() {

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use fencelock_core::{Error, Inspect, Lock, LockKeys, LockName, Operation, Token, Ttl};
+use fencelock_core::{
+    Error, FencedWrite, Inspect, Kind, Lock, LockKeys, LockName, Operation, Token, Ttl, Writer,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock;
@@ -111,6 +113,7 @@ pub(crate) enum Request {
 /// `Debug` never shows the token.
 pub struct Lease {
     name: LockName,
+    kind: Kind,
     keys: LockKeys,
     conns: Weak<Connections>,
     token: String,
@@ -126,6 +129,7 @@ pub struct Lease {
 /// The parts of a [`Lease`] known before the lock is won.
 pub(crate) struct LeaseParts {
     pub name: LockName,
+    pub kind: Kind,
     pub keys: LockKeys,
     /// Weak: a lease does not keep a closed client's connections open.
     pub conns: Weak<Connections>,
@@ -144,6 +148,7 @@ impl Lease {
     ) -> Lease {
         let LeaseParts {
             name,
+            kind,
             keys,
             conns,
             token,
@@ -152,6 +157,7 @@ impl Lease {
         } = parts;
         Lease {
             name,
+            kind,
             keys,
             conns,
             token,
@@ -172,6 +178,12 @@ impl Lease {
     /// The name as the core's validated type (for messages).
     pub fn lock_name(&self) -> &LockName {
         &self.name
+    }
+
+    /// What this lease holds: the mutex, a semaphore permit, a read or a
+    /// write lock.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// The token stored in Redis; never printed by `Debug`.
@@ -280,8 +292,70 @@ impl Lease {
             .upgrade()
             .ok_or_else(|| Error::closed(&self.name, Operation::Inspect))?;
         let token = Token(self.token.clone());
-        let inspect = Inspect::new(self.name.clone(), &self.keys, [&token], conns.nodes.len());
+        let (name, nodes) = (self.name.clone(), conns.nodes.len());
+        let inspect = Inspect::of_kind(name, self.kind, &self.keys, [&token], nodes);
         Ok(conns.inspect(&inspect).await?.held_by_me)
+    }
+
+    /// A fenced write: set `key` (a hash: `value` := `value`, `fence` :=
+    /// this lease's fence) only if `key` has not accepted a newer fence than
+    /// this lease's, so a stale holder (its lock expired or force-released,
+    /// and a newer holder wrote) is refused with `StaleFence` and writes
+    /// nothing. The same holder may write again (equal fences pass). Read
+    /// the value back with `HGET key value`. Writes through this client's
+    /// connection (one Redis, a cluster, a Sentinel primary: `key` may be in
+    /// any slot); a Redlock client refuses (`InvalidArgument`): its nodes
+    /// are not where data lives. `LockLost` before anything is sent if the
+    /// lease is known lost or released; an empty key is `InvalidArgument`.
+    pub async fn fenced_set(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        self.fenced_write(key.as_ref(), None, value.as_ref()).await
+    }
+
+    /// [`Lease::fenced_set`] of one field of the hash `key`: `field` :=
+    /// `value` if `key` has not accepted a newer fence. The fence is the
+    /// key's (one resource, one lock), kept in its field `fence`, which
+    /// cannot be written this way (`InvalidArgument`).
+    pub async fn fenced_hset(
+        &self,
+        key: impl AsRef<[u8]>,
+        field: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        self.fenced_write(key.as_ref(), Some(field.as_ref()), value.as_ref())
+            .await
+    }
+
+    async fn fenced_write(
+        &self,
+        key: &[u8],
+        field: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<(), Error> {
+        let conns = self.conns.upgrade();
+        let writer = Writer {
+            name: &self.name,
+            fence: self.fence,
+            valid_for: self.valid_for(),
+            nodes: conns.as_ref().map_or(1, |c| c.nodes.len()),
+        };
+        let write = FencedWrite::new(writer, key, field, value)?;
+        let conns = conns.ok_or_else(|| Error::closed(&self.name, Operation::FencedWrite))?;
+        let (name, op) = (write.name(), Operation::FencedWrite);
+        let answers = conns
+            .on_every_node(name, op, |_| write.command(), |r| write.read(r))
+            .await?;
+        // One node (FencedWrite refuses more), so one answer.
+        let missing = || {
+            Err(Error::redis(
+                Some(&self.name),
+                "no answer to the fenced write",
+            ))
+        };
+        answers.into_iter().next().unwrap_or_else(missing)
     }
 
     async fn ask(
@@ -312,6 +386,7 @@ impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
             .field("name", &self.name)
+            .field("kind", &self.kind)
             .field("token", &"<redacted>")
             .field("fence", &self.fence)
             .field("ttl", &self.ttl)

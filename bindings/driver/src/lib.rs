@@ -61,6 +61,57 @@
 //! }
 //! ```
 //!
+//! # Fenced writes
+//!
+//! The README's Rust fenced-write example (kept identical; compiled as a
+//! doctest, run against Redis in `tests/fenced.rs`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn settle(client: &Client) -> Result<(), Error> {
+//!     let lease = client.acquire("invoice:42", &LockOptions::new(Duration::from_secs(10))).await?;
+//!     // HSET invoice:42:total value 120 fence <lease.fence()>, unless the key
+//!     // has accepted a newer fence: then StaleFence, and nothing is written.
+//!     match lease.fenced_set("invoice:42:total", "120").await {
+//!         Err(Error::StaleFence { accepted, .. }) => eprintln!("fence {accepted} wrote since: stop"),
+//!         other => other?,
+//!     }
+//!     lease.fenced_hset("invoice:42:total", "paid_by", "me").await?;
+//!     lease.release().await
+//! }
+//! ```
+//!
+//! # Operations: listing, watching, metrics
+//!
+//! The README's Rust operations example (kept identical; compiled as a
+//! doctest; run against Redis in `tests/list_watch.rs` and `tests/metrics.rs`):
+//!
+//! ```no_run
+//! use fencelock::{Client, Error};
+//!
+//! async fn operations(client: &Client) -> Result<(), Error> {
+//!     // The held locks matching a pattern, in name order (SCAN, never KEYS).
+//!     let mut locks = client.list("invoice:*")?;
+//!     while let Some(lock) = locks.next().await? {
+//!         println!("{} fence {:?} ttl {:?}", lock.name, lock.info.fence, lock.info.ttl);
+//!     }
+//!     // The lock now, then each change of holder or fence.
+//!     let mut changes = client.watch("invoice:42")?;
+//!     let now = changes.next().await?;
+//!     println!("held {} fence {:?}", now.held, now.fence);
+//!
+//!     // TRACE events on target `fencelock::metrics` reach any `tracing`
+//!     // subscriber; the aggregate is for exporters.
+//!     fencelock::metrics::enable();
+//!     for family in fencelock::metrics::snapshot() {
+//!         println!("{} {:?}", family.name, family.values);
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
@@ -115,13 +166,18 @@ mod deployment;
 mod driver;
 mod lease;
 mod link;
+mod list;
+pub mod metrics;
 mod notify;
+mod primitives;
 mod queue;
 mod replicas;
+mod scan;
 mod sentinel;
 mod tls;
 mod topology;
 mod url;
+mod watch;
 
 use std::time::Duration;
 
@@ -130,12 +186,16 @@ pub use config::{ClientConfig, ClientSettings};
 /// The core's validated values and errors: everything a front end needs, so
 /// the bindings depend on this crate alone.
 pub use fencelock_core::{
-    replica_count, replica_count_int, Error, FenceGrace, KeySpace, LockInfo, LockName, MaxHold,
-    NotAcquiredReason, Operation, Timeout, Ttl, Wait, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS,
+    replica_count, replica_count_int, Error, FenceGrace, FencedUpdate, KeySpace, Kind, LockInfo,
+    LockName, MaxHold, NamePattern, NotAcquiredReason, Operation, Permits, Placeholders, Timeout,
+    Ttl, Wait, FENCE_FIELD, MAX_NAME_BYTES, MAX_TTL_MS, MIN_TTL_MS, VALUE_FIELD,
 };
 pub use lease::{Granted, Lease};
+pub use list::{ListedLock, LockList};
+pub use primitives::{RwLock, Semaphore};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
+pub use watch::{LockWatch, DEFAULT_WATCH_INTERVAL};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

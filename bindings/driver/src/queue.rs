@@ -204,6 +204,24 @@ impl NameQueues {
         }
     }
 
+    /// A turn of its own, for an acquire that does not line up locally (a
+    /// semaphore permit, a read or write lock: several of one client may
+    /// hold at once, and the server's fair line orders them). It is on no
+    /// name's queue: nobody waits for it.
+    pub(crate) fn alone(self: &Arc<Self>, who: &Cancelled) -> Place {
+        let slot = Slot {
+            entry: Some(Arc::new(Entry::default())),
+            queues: Arc::clone(self),
+            // Lock names are never empty: no entry is ever filed here.
+            name: Box::default(),
+        };
+        // A fresh entry: the turn is free, so nobody ever waits to be
+        // handed anything here.
+        slot.line_up(who, || {
+            unreachable!("a turn of its own is never waited for")
+        })
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.slots.lock().unwrap().len()
@@ -567,7 +585,7 @@ impl Drop for Turn {
 mod tests {
     use super::*;
     use fencelock_core::{
-        Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply, RetryPolicy,
+        Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig, LockName, Reply, RetryPolicy,
         Token, Ttl, Wait,
     };
     use std::time::Duration;
@@ -579,6 +597,7 @@ mod tests {
     fn config(token: &str) -> LockConfig {
         let name = LockName::new("a").unwrap();
         LockConfig {
+            kind: Kind::Mutex,
             keys: KeySpace::default().keys(&name),
             name,
             token: Token(token.into()),

@@ -13,7 +13,8 @@ use std::time::Duration;
 use fencelock_core::Error;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::link::Link;
 use crate::sentinel::SentinelConn;
@@ -74,12 +75,82 @@ pub(crate) enum Conn {
     Sentinel(SentinelConn),
 }
 
+/// One server behind a [`Conn`], for commands whose answer differs per
+/// server (a `SCAN` cursor): a cluster's primary, by the address the slot
+/// map gives it, or the one server of any other connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Server {
+    Only,
+    Primary { host: String, port: u16 },
+}
+
 impl Conn {
     /// A cluster publishes release notifications on the shard (SPUBLISH), so
     /// they reach only the shard's sharded subscribers.
     pub(crate) fn sharded(&self) -> bool {
         matches!(self, Conn::Cluster(_))
     }
+
+    /// Send `cmd` to every server holding data at once (every primary of a
+    /// cluster; otherwise the one server): each one's answer.
+    pub(crate) async fn on_every_primary(
+        &mut self,
+        cmd: &Cmd,
+    ) -> RedisResult<Vec<(Server, RedisResult<Value>)>> {
+        let Conn::Cluster(cluster) = self else {
+            return Ok(vec![(Server::Only, self.req_packed_command(cmd).await)]);
+        };
+        let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        // Without a response policy redis-rs answers with a map from each
+        // primary's "host:port" to its reply.
+        let Value::Map(answers) = cluster.route_command(cmd.clone(), all).await? else {
+            return Err(unexpected("no per-primary answers"));
+        };
+        answers
+            .into_iter()
+            .map(|(address, value)| {
+                let address = match address {
+                    Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
+                    Value::SimpleString(text) => Some(text),
+                    _ => None,
+                };
+                let (host, port) = address
+                    .as_deref()
+                    .and_then(|a| a.rsplit_once(':'))
+                    .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)))
+                    .ok_or_else(|| unexpected("a primary without a host:port address"))?;
+                let value = match value {
+                    Value::ServerError(e) => Err(RedisError::from(e)),
+                    other => Ok(other),
+                };
+                Ok((Server::Primary { host, port }, value))
+            })
+            .collect()
+    }
+
+    /// Send `cmd` to `server` (from [`Conn::on_every_primary`]).
+    pub(crate) async fn on(&mut self, server: &Server, cmd: &Cmd) -> RedisResult<Value> {
+        match (self, server) {
+            (Conn::Cluster(cluster), Server::Primary { host, port }) => {
+                let at = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                cluster
+                    .route_command(cmd.clone(), RoutingInfo::SingleNode(at))
+                    .await
+            }
+            (conn, _) => conn.req_packed_command(cmd).await,
+        }
+    }
+}
+
+fn unexpected(what: &'static str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Client,
+        "unexpected cluster reply",
+        what.to_owned(),
+    ))
 }
 
 impl ConnectionLike for Conn {

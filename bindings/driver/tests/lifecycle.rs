@@ -48,7 +48,12 @@ async fn twenty_thousand_names_used_once_leave_no_key_once_the_grace_has_passed(
             let (client, lock, name) = (client.clone(), lock.clone(), format!("{run}:{i}"));
             async move {
                 let lease = client.acquire(&name, &lock).await.unwrap();
-                lease.release().await.unwrap();
+                // A machine stalled past the 1 s ttl makes this LockLost (the
+                // key expired first): keys must leave Redis either way.
+                match lease.release().await {
+                    Ok(()) | Err(Error::LockLost { .. }) => {}
+                    Err(e) => panic!("release: {e:?}"),
+                }
                 lease.fence()
             }
         })
@@ -124,20 +129,21 @@ async fn a_ttl_without_validity_after_the_drift_is_invalid_in_every_topology() {
         assert_eq!(scripts, vec![], "nothing was sent");
         assert_eq!(dbsize(url), 0, "nothing was written");
     }
-    // 3 ms is the smallest valid ttl; an extend to 2 ms is refused too.
+    // 3 ms is the smallest valid ttl (accepted: any error but a bad
+    // argument); an extend to 2 ms is refused before anything is sent. The
+    // wait is bounded: with 3 nodes a round under load can take more than the
+    // 0.97 ms of validity a 3 ms ttl leaves, and every attempt then fails.
     let client = Client::connect(urls.clone()).await.unwrap();
-    let lease = client
-        .acquire(
-            unique("smallest"),
-            &LockOptions::new(Duration::from_millis(3)),
-        )
-        .await;
-    if let Ok(lease) = lease {
-        let err = lease
-            .extend(Some(Duration::from_millis(2)))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    let smallest = LockOptions::new(Duration::from_millis(3)).wait(Duration::from_secs(2));
+    match client.acquire(unique("smallest"), &smallest).await {
+        Ok(lease) => {
+            let err = lease
+                .extend(Some(Duration::from_millis(2)))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        }
+        Err(err) => assert!(!matches!(err, Error::InvalidArgument(_)), "{err:?}"),
     }
     client.close().await;
 }

@@ -27,11 +27,19 @@ fn readme_quick_start_matches_the_doctest() {
         .map(|l| l.strip_prefix(' ').unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
-    // The quick start, then the renewal controls.
-    for nth in 0..2 {
+    // The quick start, the renewal controls, the fenced writes.
+    for nth in 0..3 {
         assert_eq!(
             code_block(section, "```rust,no_run", nth),
             code_block(&docs, "```no_run", nth)
         );
     }
+    // "Operations: CLI and metrics": listing, watching, metrics.
+    let operations = &readme[readme
+        .find("## Operations: CLI and metrics")
+        .expect("README has an Operations section")..];
+    assert_eq!(
+        code_block(operations, "```rust,no_run", 0),
+        code_block(&docs, "```no_run", 2)
+    );
 }

@@ -28,17 +28,20 @@ use napi::{Env, Status, ValueType};
 use napi_derive::napi;
 use tokio::sync::watch;
 
+mod ops;
+
 type Result<T> = napi::Result<T>;
 
 fn tagged(code: &str, message: impl std::fmt::Display) -> napi::Error {
     napi::Error::new(Status::GenericFailure, format!("{code}: {message}"))
 }
 
-/// `CODE: message`, or `NOT_ACQUIRED(reason): message` (index.js turns the
-/// reason into `err.reason`).
+/// `CODE: message`, or `CODE(detail): message` (errors.js turns a
+/// NotAcquired's reason into `err.reason`, a StaleFence's accepted fence
+/// into `err.accepted`).
 fn lock_error(error: fencelock::Error) -> napi::Error {
-    match error.reason() {
-        Some(reason) => tagged(&format!("{}({})", error.code(), reason.as_str()), error),
+    match error.detail() {
+        Some(detail) => tagged(&format!("{}({detail})", error.code()), error),
         None => tagged(error.code(), error),
     }
 }
@@ -85,6 +88,15 @@ fn name_arg(value: NameArg<'_>) -> Result<Name> {
     };
     let name = LockName::new(bytes).map_err(lock_error)?;
     Ok(Name { name, is_buffer })
+}
+
+/// A key, field or value of a fenced write: a string (UTF-8) or a Buffer.
+fn data_arg(what: &str, value: NameArg<'_>) -> Result<Vec<u8>> {
+    match value {
+        Either3::A(s) => Ok(s.into_bytes()),
+        Either3::B(b) => Ok(b.to_vec()),
+        Either3::C(other) => Err(type_error(what, "a string or a Buffer", &other)),
+    }
 }
 
 type NumberArg<'a> = Option<Either<f64, Unknown<'a>>>;
@@ -318,6 +330,60 @@ fn urls_arg(value: Either3<String, Vec<String>, Unknown<'_>>) -> Result<Vec<Stri
     }
 }
 
+// ---------------------------------------------------------------- kinds
+
+/// What a lease holds, validated once when `client.semaphore()` or
+/// `client.rwLock()` makes its handle: `new Kind('semaphore', permits)`,
+/// `new Kind('read')`, `new Kind('write')`. Passed to every acquire.
+#[napi(js_name = "Kind")]
+#[derive(Debug)]
+pub struct NativeKind {
+    kind: fencelock::Kind,
+}
+
+#[napi]
+impl NativeKind {
+    /// `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+    /// TypeError for a non-number).
+    #[napi(constructor)]
+    pub fn new(what: String, permits: NumberArg<'_>) -> Result<Self> {
+        let kind = match what.as_str() {
+            "read" => fencelock::Kind::Read,
+            "write" => fencelock::Kind::Write,
+            "semaphore" => {
+                let permits = number_arg(
+                    "options.permits",
+                    "a number",
+                    permits,
+                    fencelock::Permits::from_f64,
+                )?
+                .ok_or_else(|| {
+                    tagged(
+                        "INVALID_TYPE",
+                        "options.permits is required (a whole number from 1 to 1000000)",
+                    )
+                })?;
+                fencelock::Kind::Semaphore(permits)
+            }
+            other => return Err(tagged("INVALID_TYPE", format!("unknown kind {other:?}"))),
+        };
+        Ok(NativeKind { kind })
+    }
+
+    /// The semaphore's permits; null for another kind.
+    #[napi(getter)]
+    pub fn permits(&self) -> Option<u32> {
+        match self.kind {
+            fencelock::Kind::Semaphore(p) => Some(p.get()),
+            _ => None,
+        }
+    }
+}
+
+fn kind_of(kind: Option<&NativeKind>) -> fencelock::Kind {
+    kind.map_or(fencelock::Kind::Mutex, |k| k.kind)
+}
+
 // ---------------------------------------------------------------- cancellation
 
 /// Cancels one acquire: `client.js` calls `cancel()` when the caller's
@@ -449,13 +515,16 @@ impl NativeClient {
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
         once: bool,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
         let name = name_arg(name)?;
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
         // Called here, not in the future: the place in the local line is
         // taken in call order.
-        let acquiring = self.inner.acquire_granted(name.name, &options, once);
+        let acquiring = self
+            .inner
+            .acquire_as(kind_of(kind), name.name, &options, once);
         env.spawn_future(async move {
             let granted = cancellable(cancel.clone(), acquiring).await?;
             Ok(granted.map(|granted| NativeGrant::new(granted, cancel, name.is_buffer)))
@@ -466,6 +535,7 @@ impl NativeClient {
 #[napi]
 impl NativeClient {
     /// Resolves to the grant (never null: a waiting acquire fails instead).
+    /// `kind`: a semaphore permit, a read or a write lock (default: the mutex).
     #[napi(ts_return_type = "Promise<NativeGrant>")]
     pub fn acquire<'env>(
         &self,
@@ -473,8 +543,9 @@ impl NativeClient {
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        self.start(env, name, options, cancel, false)
+        self.start(env, name, options, cancel, false, kind)
     }
 
     /// Resolves to the grant, or null if the lock is held.
@@ -485,22 +556,28 @@ impl NativeClient {
         name: NameArg<'_>,
         options: OptionsArg<'_>,
         cancel: Option<&CancelHandle>,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, Option<NativeGrant>>> {
-        self.start(env, name, options, cancel, true)
+        self.start(env, name, options, cancel, true, kind)
     }
 
     /// What Redis says about `name` now (read-only); `client.js` turns the
-    /// absent `ttl` / `fence` into null.
+    /// absent `ttl` / `fence` into null. `kind`: a semaphore's holders.
     #[napi]
     pub fn inspect<'env>(
         &self,
         env: &'env Env,
         name: NameArg<'_>,
+        kind: Option<&NativeKind>,
     ) -> Result<PromiseRaw<'env, NativeLockInfo>> {
         let name = name_arg(name)?;
         let client = self.inner.clone();
+        let kind = kind_of(kind);
         env.spawn_future(async move {
-            let info = client.inspect_named(name.name).await.map_err(lock_error)?;
+            let info = client
+                .inspect_as(kind, name.name)
+                .await
+                .map_err(lock_error)?;
             Ok(NativeLockInfo {
                 held: info.held,
                 ttl: info.ttl.map(|d| d.as_millis() as f64),
@@ -523,6 +600,32 @@ impl NativeClient {
             let fence = client.force_release_named(name.name).await;
             fence.map(BigInt::from).map_err(lock_error)
         })
+    }
+
+    /// A cursor over the held locks whose names match `pattern` (checked
+    /// now); `client.js` iterates it.
+    #[napi]
+    pub fn list(&self, pattern: NameArg<'_>) -> Result<ops::NativeLockList> {
+        let (pattern, is_buffer) = ops::pattern_arg(pattern)?;
+        let list = self.inner.list_matching(pattern).map_err(lock_error)?;
+        Ok(ops::NativeLockList::new(list, is_buffer))
+    }
+
+    /// A cursor over `name`'s changes (`{ interval }` in ms); `client.js`
+    /// iterates it.
+    #[napi]
+    pub fn watch(
+        &self,
+        name: NameArg<'_>,
+        options: OptionsArg<'_>,
+    ) -> Result<ops::NativeLockWatch> {
+        let name = name_arg(name)?;
+        let interval = ops::watch_interval(options)?;
+        let watch = self
+            .inner
+            .watch_named(name.name, interval)
+            .map_err(lock_error)?;
+        Ok(ops::NativeLockWatch::new(watch))
     }
 
     #[napi]
@@ -653,5 +756,110 @@ impl NativeLease {
     #[napi]
     pub fn stop_renewing(&self) {
         self.inner.stop_renewing();
+    }
+
+    /// Fenced write of the hash `key` (field `value`): rejects with
+    /// `STALE_FENCE(accepted)` if it accepted a newer fence.
+    #[napi]
+    pub fn fenced_set<'env>(
+        &self,
+        env: &'env Env,
+        key: NameArg<'_>,
+        value: NameArg<'_>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let (key, value) = (data_arg("key", key)?, data_arg("value", value)?);
+        let lease = Arc::clone(&self.inner);
+        env.spawn_future(async move { lease.fenced_set(key, value).await.map_err(lock_error) })
+    }
+
+    /// Fenced write of one field of the hash `key`.
+    #[napi]
+    pub fn fenced_hset<'env>(
+        &self,
+        env: &'env Env,
+        key: NameArg<'_>,
+        field: NameArg<'_>,
+        value: NameArg<'_>,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let key = data_arg("key", key)?;
+        let (field, value) = (data_arg("field", field)?, data_arg("value", value)?);
+        let lease = Arc::clone(&self.inner);
+        env.spawn_future(async move {
+            let written = lease.fenced_hset(key, field, value).await;
+            written.map_err(lock_error)
+        })
+    }
+}
+
+// ---------------------------------------------------------------- SQL recipe
+
+/// The statements of one fenced SQL update (the core's `FencedUpdate`, `$n`
+/// placeholders): `fencelock/sql` runs them with node-postgres.
+#[napi]
+#[derive(Debug)]
+pub struct NativeFencedUpdate {
+    inner: fencelock::FencedUpdate,
+    /// The writer's fence, and its lease's lock (for `StaleFence`).
+    fence: u64,
+    name: Option<LockName>,
+}
+
+#[napi]
+impl NativeFencedUpdate {
+    /// `table`: the qualified parts; `set`, `filter` (the where): column names; `fence`
+    /// (a decimal string): the writer's, from the lease of lock `name` if any.
+    #[napi(constructor)]
+    pub fn new(
+        table: Vec<String>,
+        set: Vec<String>,
+        filter: Vec<String>,
+        fence_column: String,
+        fence: String,
+        name: Option<NameArg<'_>>,
+    ) -> Result<Self> {
+        let name = name.map(name_arg).transpose()?.map(|n| n.name);
+        let fence = fence.parse::<u64>().map_err(|_| {
+            tagged(
+                "INVALID_ARGUMENT",
+                "a fence is an integer from 0 to 2^64 - 1",
+            )
+        })?;
+        let inner = fencelock::FencedUpdate::new(
+            &table,
+            &set,
+            &filter,
+            &fence_column,
+            fencelock::Placeholders::Dollar,
+        )
+        .map_err(lock_error)?;
+        Ok(NativeFencedUpdate { inner, fence, name })
+    }
+
+    /// The `UPDATE`: set values, fence, where values, fence.
+    #[napi(getter)]
+    pub fn update(&self) -> String {
+        self.inner.update().to_owned()
+    }
+
+    /// The `SELECT max(fence)` after an update that changed no row.
+    #[napi(getter)]
+    pub fn check(&self) -> String {
+        self.inner.check().to_owned()
+    }
+
+    /// Rows updated (`updated`, else 0), or throws `STALE_FENCE(accepted)`
+    /// when the check found `newest` (a decimal string, or null), a newer
+    /// fence than the writer's.
+    #[napi]
+    pub fn outcome(&self, updated: u32, newest: Option<String>) -> Result<u32> {
+        let newest = newest
+            .map(|n| n.parse::<i128>())
+            .transpose()
+            .map_err(|_| tagged("INVALID_ARGUMENT", "the newest fence is not an integer"))?;
+        let rows = self
+            .inner
+            .outcome(self.name.as_ref(), self.fence, u64::from(updated), newest)
+            .map_err(lock_error)?;
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
 }

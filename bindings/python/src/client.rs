@@ -12,8 +12,10 @@ use pyo3::types::PyDict;
 use tokio::sync::OnceCell;
 
 use crate::convert::{self, Name};
+use crate::cursor::Cursor;
 use crate::errors::{self, Reply};
 use crate::info::LockInfo;
+use crate::kind::Kind;
 use crate::lease::{self, Grant, Lease, LeaseCore};
 use crate::logging;
 use crate::process_local::ProcessLocal;
@@ -163,18 +165,19 @@ impl Connector {
     fn acquire(
         &self,
         py: Python<'_>,
+        kind: fencelock::Kind,
         name: LockName,
         options: LockOptions,
         once: bool,
     ) -> PyResult<Acquiring> {
         let cell = self.cell(py, &name, Operation::Acquire)?;
         if let Some(client) = cell.get() {
-            return Ok(Box::pin(client.acquire_granted(name, &options, once)));
+            return Ok(Box::pin(client.acquire_as(kind, name, &options, once)));
         }
         let connected = self.connect(cell);
         Ok(Box::pin(async move {
             let client = connected.await?;
-            client.acquire_granted(name, &options, once).await
+            client.acquire_as(kind, name, &options, once).await
         }))
     }
 
@@ -194,6 +197,32 @@ impl Connector {
         Ok(async move { op(connected.await?, name).await })
     }
 
+    /// `Client.list(pattern)`: a [`Cursor`] over the held locks matching
+    /// it (the pattern is checked now; the client connects on first use).
+    fn list(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Cursor> {
+        let (pattern, is_bytes) = convert::pattern(pattern)?;
+        let connected = self.connect(self.cell(py, pattern.as_name(), Operation::List)?);
+        Ok(Cursor::list(
+            async move { connected.await?.list_matching(pattern) },
+            !is_bytes,
+        ))
+    }
+
+    /// `Client.watch(name, interval=...)`: a [`Cursor`] over the lock's changes.
+    fn watch(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        interval: &Bound<'_, PyAny>,
+    ) -> PyResult<Cursor> {
+        let name = convert::name(name)?.lock;
+        let interval = convert::timeout("interval", interval)?;
+        let connected = self.connect(self.cell(py, &name, Operation::Watch)?);
+        Ok(Cursor::watch(async move {
+            connected.await?.watch_named(name, interval)
+        }))
+    }
+
     fn repr(&self, class: &str) -> String {
         // No URLs: they may carry a password.
         format!(
@@ -207,12 +236,16 @@ impl Connector {
 fn inspect(
     py: Python<'_>,
     connector: &Connector,
+    kind: fencelock::Kind,
     name: &Bound<'_, PyAny>,
 ) -> PyResult<impl Future<Output = Result<LockInfo, Error>> + Send + 'static> {
     let name = convert::name(name)?.lock;
-    connector.run(py, name, Operation::Inspect, |client, name| async move {
-        client.inspect_named(name).await.map(LockInfo::new)
-    })
+    connector.run(
+        py,
+        name,
+        Operation::Inspect,
+        move |client, name| async move { client.inspect_as(kind, name).await.map(LockInfo::new) },
+    )
 }
 
 fn force_release(
@@ -231,6 +264,7 @@ fn force_release(
 
 /// Converted `acquire` arguments.
 struct Request {
+    kind: fencelock::Kind,
     name: Name,
     options: LockOptions,
     on_lost: Option<Py<PyAny>>,
@@ -250,6 +284,7 @@ fn request(
     let max_hold = convert::max_hold(max_hold)?;
     let on_lost = convert::given(on_lost).map(convert::callback).transpose()?;
     Ok(Request {
+        kind: fencelock::Kind::Mutex,
         name,
         options: LockOptions::with_ttl(ttl)
             .wait_policy(wait)
@@ -315,7 +350,66 @@ impl Client {
 
     /// What Redis says about `name` now: a `LockInfo` (read-only).
     fn inspect(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<LockInfo> {
-        let inspecting = inspect(py, &self.connector, name)?;
+        self._inspect_as(py, &Kind(fencelock::Kind::Mutex), name)
+    }
+
+    /// `acquire` of a lease of `kind` (a semaphore permit, a read or a
+    /// write lock): `Semaphore.acquire`, `RwSide.acquire`.
+    // <gen_stubs signature as>
+    #[pyo3(signature = (kind, name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
+    // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
+    fn _acquire_as<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &Kind,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, Lease>> {
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
+        let request = Request {
+            kind: kind.0,
+            ..request
+        };
+        let lease = self.acquire_blocking(py, request, false)?;
+        Ok(lease.expect("a waiting acquire yields a lease or an error"))
+    }
+
+    /// `try_acquire` of a lease of `kind`.
+    // <gen_stubs signature as try>
+    #[pyo3(signature = (kind, name, ttl, *, auto_renew=false, max_hold=None, on_lost=None))]
+    // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
+    fn _try_acquire_as<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &Kind,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, Lease>>> {
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
+        let request = Request {
+            kind: kind.0,
+            ..request
+        };
+        self.acquire_blocking(py, request, true)
+    }
+
+    /// `inspect` of `kind`'s keys (`Semaphore.inspect`).
+    fn _inspect_as(
+        &self,
+        py: Python<'_>,
+        kind: &Kind,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<LockInfo> {
+        let inspecting = inspect(py, &self.connector, kind.0, name)?;
         runtime::block_on(py, inspecting)?.map_err(|e| errors::to_py(py, e))
     }
 
@@ -324,6 +418,22 @@ impl Client {
     fn force_release(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<u64> {
         let forcing = force_release(py, &self.connector, name)?;
         runtime::block_on(py, forcing)?.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// A cursor over the held locks whose names match `pattern` (see
+    /// `fencelock.Client.list`, which iterates it).
+    fn _list(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Cursor> {
+        self.connector.list(py, pattern)
+    }
+
+    /// A cursor over `name`'s changes (see `fencelock.Client.watch`).
+    fn _watch(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        interval: &Bound<'_, PyAny>,
+    ) -> PyResult<Cursor> {
+        self.connector.watch(py, name, interval)
     }
 
     /// Close the connections. Leases still held expire by their TTL.
@@ -354,7 +464,9 @@ impl Client {
         once: bool,
     ) -> PyResult<Option<Bound<'py, Lease>>> {
         let name = request.name.lock.clone();
-        let acquiring = self.connector.acquire(py, name, request.options, once)?;
+        let acquiring = self
+            .connector
+            .acquire(py, request.kind, name, request.options, once)?;
         let result = runtime::block_on(py, acquiring)?.map_err(|e| errors::to_py(py, e))?;
         let Some(granted) = result else {
             return Ok(None);
@@ -376,13 +488,14 @@ impl AsyncClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
         let Request {
+            kind,
             name,
             options,
             on_lost,
         } = request;
         let acquiring = self
             .connector
-            .acquire(py, name.lock.clone(), options, once)?;
+            .acquire(py, kind, name.lock.clone(), options, once)?;
         runtime::future_into_py(py, async move {
             let result = acquiring.await;
             Ok(Reply::new(result.map(|maybe| {
@@ -452,7 +565,69 @@ impl AsyncClient {
         py: Python<'py>,
         name: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let inspecting = inspect(py, &self.connector, name)?;
+        self._inspect_as(py, &Kind(fencelock::Kind::Mutex), name)
+    }
+
+    /// An awaitable of a `Grant` of a lease of `kind` (see `_acquire`).
+    // <gen_stubs signature as>
+    #[pyo3(signature = (kind, name, ttl, *, wait=None, auto_renew=false, max_hold=None, on_lost=None))]
+    // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
+    fn _acquire_as<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &Kind,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = request(name, ttl, wait, auto_renew, max_hold, on_lost)?;
+        self.start(
+            py,
+            Request {
+                kind: kind.0,
+                ..request
+            },
+            false,
+        )
+    }
+
+    // <gen_stubs signature as try>
+    #[pyo3(signature = (kind, name, ttl, *, auto_renew=false, max_hold=None, on_lost=None))]
+    // </gen_stubs>
+    #[allow(clippy::too_many_arguments)]
+    fn _try_acquire_as<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &Kind,
+        name: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
+        on_lost: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = request(name, ttl, None, auto_renew, max_hold, on_lost)?;
+        self.start(
+            py,
+            Request {
+                kind: kind.0,
+                ..request
+            },
+            true,
+        )
+    }
+
+    /// An awaitable of a `LockInfo` of `kind`'s keys.
+    fn _inspect_as<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &Kind,
+        name: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let inspecting = inspect(py, &self.connector, kind.0, name)?;
         runtime::future_into_py(py, async move { Ok(Reply::new(inspecting.await)) })
     }
 
@@ -464,6 +639,22 @@ impl AsyncClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let forcing = force_release(py, &self.connector, name)?;
         runtime::future_into_py(py, async move { Ok(Reply::new(forcing.await)) })
+    }
+
+    /// A cursor over the held locks whose names match `pattern` (see
+    /// `fencelock.AsyncClient.list`, which iterates it asynchronously).
+    fn _list(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Cursor> {
+        self.connector.list(py, pattern)
+    }
+
+    /// A cursor over `name`'s changes (see `fencelock.AsyncClient.watch`).
+    fn _watch(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        interval: &Bound<'_, PyAny>,
+    ) -> PyResult<Cursor> {
+        self.connector.watch(py, name, interval)
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -2,7 +2,7 @@
 //! every value check is the core's (`ValueError` via `InvalidArgument`), so
 //! Python, Node and Rust accept and reject exactly the same values.
 
-use fencelock::{FenceGrace, KeySpace, LockName, MaxHold, Timeout, Ttl, Wait};
+use fencelock::{FenceGrace, KeySpace, LockName, MaxHold, NamePattern, Timeout, Ttl, Wait};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
@@ -30,20 +30,46 @@ impl Name {
 
 /// `str` (UTF-8) or `bytes`/`bytearray`; validated by the core.
 pub fn name(value: &Bound<'_, PyAny>) -> PyResult<Name> {
-    let (bytes, is_bytes) = if let Ok(text) = value.cast::<PyString>() {
-        (text.to_cow()?.as_bytes().to_vec(), false)
-    } else if let Ok(bytes) = value.cast::<PyBytes>() {
-        (bytes.as_bytes().to_vec(), true)
-    } else if let Ok(bytes) = value.cast::<PyByteArray>() {
-        (bytes.to_vec(), true)
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "lock name must be str or bytes, not {}",
-            type_name(value)
-        )));
-    };
+    let (bytes, is_bytes) = str_or_bytes("lock name", value)?;
     let lock = LockName::new(bytes).map_err(to_py)?;
     Ok(Name { lock, is_bytes })
+}
+
+/// A key, field or value of a fenced write: `str` (UTF-8) or
+/// `bytes`/`bytearray` (the core checks what it must not be).
+pub fn data(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    Ok(str_or_bytes(what, value)?.0)
+}
+
+/// A name pattern (`str` or `bytes`, as a name), validated by the core,
+/// and whether it was given as bytes.
+pub fn pattern(value: &Bound<'_, PyAny>) -> PyResult<(NamePattern, bool)> {
+    let (bytes, is_bytes) = str_or_bytes("name pattern", value)?;
+    Ok((NamePattern::new(bytes).map_err(to_py)?, is_bytes))
+}
+
+/// A name's bytes and whether they were given as `bytes`/`bytearray`.
+fn str_or_bytes(what: &str, value: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, bool)> {
+    if let Ok(text) = value.cast::<PyString>() {
+        Ok((text.to_cow()?.as_bytes().to_vec(), false))
+    } else if let Ok(bytes) = value.cast::<PyBytes>() {
+        Ok((bytes.as_bytes().to_vec(), true))
+    } else if let Ok(bytes) = value.cast::<PyByteArray>() {
+        Ok((bytes.to_vec(), true))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{what} must be str or bytes, not {}",
+            type_name(value)
+        )))
+    }
+}
+
+/// A name read from Redis (listing): `str` if UTF-8 and `as_str`, else `bytes`.
+pub fn found_name<'py>(py: Python<'py>, name: &LockName, as_str: bool) -> Bound<'py, PyAny> {
+    match std::str::from_utf8(name.as_bytes()) {
+        Ok(text) if as_str => PyString::new(py, text).into_any(),
+        _ => PyBytes::new(py, name.as_bytes()).into_any(),
+    }
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {

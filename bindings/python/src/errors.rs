@@ -14,6 +14,7 @@ static NOT_ACQUIRED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static LOCK_LOST: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static REDIS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CLIENT_CLOSED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static STALE_FENCE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 const MODULE: &str = "fencelock.exceptions";
 
@@ -31,8 +32,8 @@ fn raise(
 
 /// Map a driver/core error. The messages come from the core: they name the
 /// lock and the cause, never a token or a password. Lock errors also carry
-/// `name` (the lock's name: `str`, or `bytes` if not UTF-8) and
-/// `NotAcquired` its `reason`.
+/// `name` (the lock's name: `str`, or `bytes` if not UTF-8), `NotAcquired`
+/// its `reason`, `StaleFence` its `resource`, `fence` and `accepted`.
 pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
     let message = error.to_string();
     let err = match error {
@@ -41,24 +42,37 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::LockLost { .. } => raise(py, &LOCK_LOST, "LockLost", message),
         Error::Redis { .. } => raise(py, &REDIS_ERROR, "RedisError", message),
         Error::Closed { .. } => raise(py, &CLIENT_CLOSED, "ClientClosed", message),
+        Error::StaleFence { .. } => raise(py, &STALE_FENCE, "StaleFence", message),
     };
     let value = err.value(py);
     let name = match error.lock_name() {
-        Some(name) => match std::str::from_utf8(name.as_bytes()) {
-            Ok(text) => PyString::new(py, text).into_any(),
-            Err(_) => PyBytes::new(py, name.as_bytes()).into_any(),
-        },
+        Some(name) => text_or_bytes(py, name.as_bytes()),
         None => py.None().into_bound(py),
     };
-    let attributes = value
-        .setattr("name", name)
-        .and_then(|()| match error.reason() {
-            Some(reason) => value.setattr("reason", reason.as_str()),
-            None => Ok(()),
-        });
+    let attributes = value.setattr("name", name).and_then(|()| match &error {
+        Error::NotAcquired { reason, .. } => value.setattr("reason", reason.as_str()),
+        Error::StaleFence {
+            resource,
+            fence,
+            accepted,
+            ..
+        } => value
+            .setattr("resource", text_or_bytes(py, resource))
+            .and_then(|()| value.setattr("fence", fence))
+            .and_then(|()| value.setattr("accepted", accepted)),
+        _ => Ok(()),
+    });
     match attributes {
         Ok(()) => err,
         Err(failed) => failed,
+    }
+}
+
+/// `str` if UTF-8, else `bytes` (a lock name, a key).
+fn text_or_bytes<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyAny> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => PyString::new(py, text).into_any(),
+        Err(_) => PyBytes::new(py, bytes).into_any(),
     }
 }
 

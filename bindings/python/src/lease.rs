@@ -206,6 +206,32 @@ impl Lease {
         self.core.blocking(py, |lease| async move { lease.held().await })
     }
 
+    /// Fenced write: the hash `key` gets `value` (field `value`) unless it
+    /// accepted a newer fence than this lease's (`StaleFence`).
+    fn fenced_set(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (key, value) = (convert::data("key", key)?, convert::data("value", value)?);
+        self.core.blocking(py, |lease| async move { lease.fenced_set(key, value).await })
+    }
+
+    /// Fenced write of one field of the hash `key`.
+    fn fenced_hset(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        field: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (key, field, value) = fenced_args(key, field, value)?;
+        self.core.blocking(py, |lease| async move {
+            lease.fenced_hset(key, field, value).await
+        })
+    }
+
     /// Call `callback(lease)` (from a background thread) once the lease is
     /// lost: renewal failed or validity ran out. Not called after a release.
     fn on_lost(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -247,6 +273,31 @@ impl AsyncLease {
         self.core.awaitable(py, |lease| async move { lease.held().await })
     }
 
+    /// An awaitable fenced write of the hash `key` (field `value`).
+    fn fenced_set<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (key, value) = (convert::data("key", key)?, convert::data("value", value)?);
+        self.core.awaitable(py, |lease| async move { lease.fenced_set(key, value).await })
+    }
+
+    /// An awaitable fenced write of one field of the hash `key`.
+    fn fenced_hset<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        field: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (key, field, value) = fenced_args(key, field, value)?;
+        self.core.awaitable(py, |lease| async move {
+            lease.fenced_hset(key, field, value).await
+        })
+    }
+
     /// Call `callback(lease)` in the event loop (`call_soon_threadsafe`) once
     /// the lease is lost. Not called after a release.
     fn on_lost(slf: &Bound<'_, Self>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -260,6 +311,19 @@ impl AsyncLease {
         self.core.repr(py, "AsyncLease")
     }
 }
+}
+
+/// A `fenced_hset`'s key, field and value (types only: the core checks values).
+fn fenced_args(
+    key: &Bound<'_, PyAny>,
+    field: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    Ok((
+        convert::data("key", key)?,
+        convert::data("field", field)?,
+        convert::data("value", value)?,
+    ))
 }
 
 /// Make the Python lease object; register `on_lost` before anyone can see it.

@@ -6,13 +6,17 @@
 
 mod client;
 mod convert;
+mod cursor;
 mod errors;
 mod info;
 mod interpreter;
+mod kind;
 mod lease;
 mod logging;
+mod metrics;
 mod process_local;
 mod runtime;
+mod sql;
 
 use pyo3::prelude::*;
 
@@ -33,6 +37,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<info::LockInfo>()?;
     m.add_class::<lease::AsyncLease>()?;
     m.add_class::<lease::Grant>()?;
+    m.add_class::<sql::FencedUpdate>()?;
+    m.add_class::<kind::Kind>()?;
+    m.add_class::<cursor::Cursor>()?;
+    m.add_function(wrap_pyfunction!(metrics::_metrics_enable, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::_metrics_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     logging::install(m.py());

@@ -10,7 +10,8 @@
 //! Error protocol (the same as `bindings/node`, so `node/errors.js` maps both):
 //! every thrown error, and every error carried by an event, is a message
 //! `CODE: text` with CODE one of `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS`,
-//! `CLIENT_CLOSED` (the core's `Error::code()`), `INVALID_ARGUMENT` (JS
+//! `CLIENT_CLOSED`, `STALE_FENCE` (the core's `Error::code()`, with its
+//! `Error::detail()` in parentheses when it has one), `INVALID_ARGUMENT` (JS
 //! `RangeError`) or
 //! `INVALID_TYPE` (JS `TypeError`).
 //!
@@ -21,9 +22,10 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, ForceRelease, Forced, Handoff, Inspect, Instant, KeySpace, Lock,
-    LockConfig, LockName, MaxHold, NodeView, Operation, Progress, Reply, RetryPolicy, Script,
-    State, Successor, Timeout, Token, Ttl, Wait,
+    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Handoff, Inspect,
+    Instant, KeySpace, Kind, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Permits,
+    Placeholders, Progress, Reply, RetryPolicy, Script, State, Successor, Timeout, Token, Ttl,
+    Wait, Writer,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -39,11 +41,12 @@ fn tagged(code: &str, message: impl Display) -> JsValue {
     js_sys::Error::new(&tag(code, message)).into()
 }
 
-/// `CODE: message`, or `NOT_ACQUIRED(reason): message` (errors.js turns the
-/// reason into `err.reason`), as bindings/node does.
+/// `CODE: message`, or `CODE(detail): message` (errors.js turns a
+/// NotAcquired's reason into `err.reason`, a StaleFence's accepted fence
+/// into `err.accepted`), as bindings/node does.
 fn lock_tag(error: &Error) -> String {
-    match error.reason() {
-        Some(reason) => tag(&format!("{}({})", error.code(), reason.as_str()), error),
+    match error.detail() {
+        Some(detail) => tag(&format!("{}({detail})", error.code()), error),
         None => tag(error.code(), error),
     }
 }
@@ -94,13 +97,18 @@ fn number(what: &str, value: &JsValue, expected: &str) -> Result<f64, JsValue> {
 }
 
 fn name_bytes(value: &JsValue) -> Result<Vec<u8>, JsValue> {
+    data_bytes("name", value)
+}
+
+/// A string (UTF-8) or a Buffer: a name, or a fenced write's key, field or value.
+fn data_bytes(what: &str, value: &JsValue) -> Result<Vec<u8>, JsValue> {
     if let Some(text) = value.as_string() {
         return Ok(text.into_bytes());
     }
     if let Some(bytes) = value.dyn_ref::<Uint8Array>() {
         return Ok(bytes.to_vec());
     }
-    Err(type_error("name", "a string or a Buffer", value))
+    Err(type_error(what, "a string or a Buffer", value))
 }
 
 fn ttl_arg(what: &str, value: &JsValue) -> Result<Option<Ttl>, JsValue> {
@@ -197,6 +205,52 @@ impl ClientConfig {
     }
 }
 
+// ---------------------------------------------------------------- kinds
+
+/// What a lease holds: `new Kind('mutex')`, `new Kind('semaphore',
+/// permits)`, `new Kind('read')`, `new Kind('write')`; validated once, when
+/// the client makes a semaphore or read-write lock handle.
+#[wasm_bindgen(js_name = Kind)]
+#[derive(Debug, Clone, Copy)]
+pub struct WasmKind {
+    kind: Kind,
+}
+
+#[wasm_bindgen(js_class = Kind)]
+impl WasmKind {
+    /// `permits`: a whole number from 1 to 1,000,000 (RangeError outside,
+    /// TypeError for a non-number).
+    #[wasm_bindgen(constructor)]
+    pub fn new(what: &str, permits: JsValue) -> Result<WasmKind, JsValue> {
+        let kind = match what {
+            "mutex" => Kind::Mutex,
+            "read" => Kind::Read,
+            "write" => Kind::Write,
+            "semaphore" => {
+                if absent(&permits) {
+                    return Err(tagged(
+                        "INVALID_TYPE",
+                        "options.permits is required (a whole number from 1 to 1000000)",
+                    ));
+                }
+                let n = number("options.permits", &permits, "a number")?;
+                Kind::Semaphore(Permits::from_f64(n).map_err(lock_error)?)
+            }
+            other => return Err(tagged("INVALID_TYPE", format!("unknown kind {other:?}"))),
+        };
+        Ok(WasmKind { kind })
+    }
+
+    /// The semaphore's permits; undefined for another kind.
+    #[wasm_bindgen(getter)]
+    pub fn permits(&self) -> Option<u32> {
+        match self.kind {
+            Kind::Semaphore(p) => Some(p.get()),
+            _ => None,
+        }
+    }
+}
+
 // ---------------------------------------------------------------- one acquire
 
 /// A validated acquire request (`name`, `{ ttl, wait, autoRenew, maxHold }`), before
@@ -214,7 +268,9 @@ pub struct LockSpec {
 impl LockSpec {
     /// Throws (tagged) on a bad name or option; nothing is sent then.
     /// `try_once` (tryAcquire) validates `wait` too, then ignores it.
+    /// `kind`: what the lease holds (`new Kind('mutex')` for the mutex).
     #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: &ClientConfig,
         name: JsValue,
@@ -223,7 +279,9 @@ impl LockSpec {
         nodes: usize,
         seed: u64,
         try_once: bool,
+        kind: &WasmKind,
     ) -> Result<LockSpec, JsValue> {
+        let kind = kind.kind;
         let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
         let Some(options) = object_arg("options", &options)? else {
             return Err(tagged(
@@ -261,7 +319,8 @@ impl LockSpec {
         };
         Ok(LockSpec {
             config: LockConfig {
-                keys: client.keys.keys(&name),
+                kind,
+                keys: client.keys.keys_for(&name, kind),
                 name,
                 token: Token(token),
                 ttl,
@@ -276,6 +335,13 @@ impl LockSpec {
             replicas: client.replicas,
             replica_timeout: client.response_timeout.as_duration() / 2,
         })
+    }
+
+    /// Whether acquires of one client for this name line up in the local
+    /// queue (the mutex); permits and readers do not (see `Kind`).
+    #[wasm_bindgen(getter, js_name = linesUpLocally)]
+    pub fn lines_up_locally(&self) -> bool {
+        self.config.kind.lines_up_locally()
     }
 
     /// The wait bound in ms (`undefined`: no bound), for the local queue.
@@ -332,10 +398,12 @@ impl LockSpec {
 enum Op {
     Inspect(Inspect, Vec<Result<NodeView, Error>>),
     ForceRelease(ForceRelease, Vec<Result<Forced, Error>>),
+    FencedWrite(FencedWrite, Vec<Result<(), Error>>),
 }
 
-/// One `client.inspect(name)` / `lease.isHeld()` (the core's [`Inspect`])
-/// or `client.forceRelease(name)` (its [`ForceRelease`]): the driver runs
+/// One `client.inspect(name)` / `lease.isHeld()` (the core's [`Inspect`]),
+/// `client.forceRelease(name)` (its [`ForceRelease`]) or a lease's
+/// `fencedSet` / `fencedHSet` (its [`FencedWrite`], on the one node): the driver runs
 /// `command(node)` on every node, hands each outcome in (`handleReply` /
 /// `handleError` / `handleUnknown`, one per node), then reads `result()`.
 #[wasm_bindgen]
@@ -346,22 +414,25 @@ pub struct WasmOneShot {
 
 #[wasm_bindgen]
 impl WasmOneShot {
-    /// `tokens`: the caller's own tokens for `name` (strings), for `heldByMe`.
+    /// `tokens`: the caller's own tokens for `name` (strings), for `heldByMe`;
+    /// `kind`: whose keys (a semaphore's holders, a read-write side's).
     /// A bad name throws as `LockSpec` does.
     pub fn inspect(
         client: &ClientConfig,
         name: JsValue,
         tokens: Array,
         nodes: usize,
+        kind: &WasmKind,
     ) -> Result<WasmOneShot, JsValue> {
         let name = LockName::new(name_bytes(&name)?).map_err(lock_error)?;
-        let keys = client.keys.keys(&name);
+        let kind = kind.kind;
+        let keys = client.keys.keys_for(&name, kind);
         let tokens: Vec<Token> = tokens
             .iter()
             .filter_map(|t| t.as_string())
             .map(Token)
             .collect();
-        let inspect = Inspect::new(name, &keys, &tokens, nodes);
+        let inspect = Inspect::of_kind(name, kind, &keys, &tokens, nodes);
         Ok(WasmOneShot {
             op: Op::Inspect(inspect, Vec::new()),
         })
@@ -382,10 +453,61 @@ impl WasmOneShot {
         })
     }
 
+    /// A lease's `fencedSet(key, value)` (the field `value` of the hash
+    /// `key`). Throws (tagged) on a bad argument, a Redlock client, or a
+    /// lease no longer valid: nothing is sent then.
+    #[wasm_bindgen(js_name = fencedSet)]
+    pub fn fenced_set(
+        lock: &WasmLock,
+        now: f64,
+        nodes: usize,
+        key: JsValue,
+        value: JsValue,
+    ) -> Result<WasmOneShot, JsValue> {
+        Self::fenced(lock, now, nodes, &key, None, &value)
+    }
+
+    /// A lease's `fencedHSet(key, field, value)`, as `fencedSet`.
+    #[wasm_bindgen(js_name = fencedHset)]
+    pub fn fenced_hset(
+        lock: &WasmLock,
+        now: f64,
+        nodes: usize,
+        key: JsValue,
+        field: JsValue,
+        value: JsValue,
+    ) -> Result<WasmOneShot, JsValue> {
+        Self::fenced(lock, now, nodes, &key, Some(&field), &value)
+    }
+
+    fn fenced(
+        lock: &WasmLock,
+        now: f64,
+        nodes: usize,
+        key: &JsValue,
+        field: Option<&JsValue>,
+        value: &JsValue,
+    ) -> Result<WasmOneShot, JsValue> {
+        let key = data_bytes("key", key)?;
+        let field = field.map(|f| data_bytes("field", f)).transpose()?;
+        let value = data_bytes("value", value)?;
+        let writer = Writer {
+            name: lock.lock.name(),
+            fence: lock.lock.fence().unwrap_or(0),
+            valid_for: lock.lock.valid_for(instant(now)),
+            nodes,
+        };
+        let write = FencedWrite::new(writer, &key, field.as_deref(), &value).map_err(lock_error)?;
+        Ok(WasmOneShot {
+            op: Op::FencedWrite(write, Vec::new()),
+        })
+    }
+
     fn name(&self) -> &LockName {
         match &self.op {
             Op::Inspect(inspect, _) => inspect.name(),
             Op::ForceRelease(force, _) => force.name(),
+            Op::FencedWrite(write, _) => write.name(),
         }
     }
 
@@ -399,6 +521,7 @@ impl WasmOneShot {
         let operation = match self.op {
             Op::Inspect(..) => Operation::Inspect,
             Op::ForceRelease(..) => Operation::ForceRelease,
+            Op::FencedWrite(..) => Operation::FencedWrite,
         };
         lock_tag(&Error::closed(self.name(), operation))
     }
@@ -408,6 +531,7 @@ impl WasmOneShot {
         command_record(&match &self.op {
             Op::Inspect(inspect, _) => inspect.command(node),
             Op::ForceRelease(force, _) => force.command(node),
+            Op::FencedWrite(write, _) => write.command(),
         })
     }
 
@@ -415,6 +539,7 @@ impl WasmOneShot {
         match &mut self.op {
             Op::Inspect(inspect, views) => views.push(inspect.read(reply)),
             Op::ForceRelease(force, answers) => answers.push(force.read(reply)),
+            Op::FencedWrite(write, answers) => answers.push(write.read(reply)),
         }
     }
 
@@ -434,11 +559,22 @@ impl WasmOneShot {
     }
 
     /// Inspect: `{ held, ttl (ms or null), fence (bigint or null), heldByMe }`;
-    /// force-release: the new fence (a bigint). Throws the tagged error when
-    /// too few nodes answered.
+    /// force-release: the new fence (a bigint); a fenced write: undefined.
+    /// Throws the tagged error when too few nodes answered, or the write was
+    /// refused.
     pub fn result(&self) -> Result<JsValue, JsValue> {
         let bigint = |f: u64| JsValue::from(js_sys::BigInt::from(f));
         let info = match &self.op {
+            Op::FencedWrite(_, answers) => {
+                let missing = || {
+                    Err(Error::redis(
+                        Some(self.name()),
+                        "no answer to the fenced write",
+                    ))
+                };
+                let answer = answers.first().cloned().unwrap_or_else(missing);
+                return answer.map(|()| JsValue::UNDEFINED).map_err(lock_error);
+            }
             Op::ForceRelease(force, answers) => {
                 let forced = force.combine(answers.clone()).map_err(lock_error)?;
                 return Ok(bigint(forced.fence));
@@ -455,6 +591,74 @@ impl WasmOneShot {
             ("fence", info.fence.map_or(JsValue::NULL, bigint)),
             ("heldByMe", JsValue::from(info.held_by_me)),
         ]))
+    }
+}
+
+// ---------------------------------------------------------------- SQL recipe
+
+/// The statements of one fenced SQL update (the core's [`FencedUpdate`],
+/// `$n` placeholders), for `fencelock/sql` where the addon cannot load.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct WasmFencedUpdate {
+    inner: FencedUpdate,
+    /// The writer's fence, and its lease's lock (for `StaleFence`).
+    fence: u64,
+    name: Option<LockName>,
+}
+
+#[wasm_bindgen]
+impl WasmFencedUpdate {
+    /// `table`: the qualified parts; `set`, `filter` (the where): column names; `fence`
+    /// (a decimal string): the writer's, from the lease of lock `name` if any.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        table: Vec<String>,
+        set: Vec<String>,
+        filter: Vec<String>,
+        fence_column: String,
+        fence: String,
+        name: JsValue,
+    ) -> Result<WasmFencedUpdate, JsValue> {
+        let name = if absent(&name) {
+            None
+        } else {
+            Some(LockName::new(name_bytes(&name)?).map_err(lock_error)?)
+        };
+        let fence = fence.parse::<u64>().map_err(|_| {
+            tagged(
+                "INVALID_ARGUMENT",
+                "a fence is an integer from 0 to 2^64 - 1",
+            )
+        })?;
+        let inner = FencedUpdate::new(&table, &set, &filter, &fence_column, Placeholders::Dollar)
+            .map_err(lock_error)?;
+        Ok(WasmFencedUpdate { inner, fence, name })
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn update(&self) -> String {
+        self.inner.update().to_owned()
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn check(&self) -> String {
+        self.inner.check().to_owned()
+    }
+
+    /// Rows updated (`updated`, else 0), or throws `STALE_FENCE(accepted)`
+    /// when the check found `newest` (a decimal string, or null), a newer
+    /// fence than the writer's.
+    pub fn outcome(&self, updated: u32, newest: Option<String>) -> Result<u32, JsValue> {
+        let newest = newest
+            .map(|n| n.parse::<i128>())
+            .transpose()
+            .map_err(|_| tagged("INVALID_ARGUMENT", "the newest fence is not an integer"))?;
+        let rows = self
+            .inner
+            .outcome(self.name.as_ref(), self.fence, u64::from(updated), newest)
+            .map_err(lock_error)?;
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
 }
 

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use fencelock_core::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
-    Reply, RetryPolicy, Script, State, Successor, Token, Ttl, Wait,
+    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig,
+    LockName, Reply, RetryPolicy, Script, State, Successor, Token, Ttl, Wait,
 };
 
 const TOKEN: &str = "5ec12e7a-f00d-4bad-9cab-70ce17e5ec12";
@@ -218,6 +218,7 @@ impl Harness {
             WaitChoice::Bounded(w) => Wait::Bounded(ms(u64::from(w))),
         };
         let config = LockConfig {
+            kind: Kind::Mutex,
             keys: KeySpace::default().keys(&name),
             name,
             token: Token(TOKEN.to_owned()),
@@ -468,7 +469,16 @@ impl Harness {
             | Script::Handoff
             | Script::RaiseFence
             | Script::Inspect
-            | Script::ForceRelease => {}
+            | Script::ForceRelease
+            | Script::FencedSet => {}
+            // The semaphore's and read-write lock's scripts: never a mutex's
+            // (`drain` refuses them first).
+            Script::FairAcquire
+            | Script::ReadAcquire
+            | Script::HoldersExtend
+            | Script::HoldersRelease
+            | Script::HoldersReclaim
+            | Script::HoldersInspect => {}
         }
         let now = self.now;
         self.lock.handle_reply(now, CommandId(id), reply);
@@ -546,6 +556,7 @@ impl Harness {
                 // Read-only, and sent by `Inspect`, never by a lock.
                 Script::Inspect => panic!("a lock sent an inspect command"),
                 Script::ForceRelease => panic!("a lock sent a force-release command"),
+                other => panic!("a mutex sent {other:?}, not a mutex's script"),
             }
             self.trace.push(dbg);
             let sent = Sent {

@@ -18,6 +18,9 @@ impl Lock {
         self.timers.stop(Timer::Retry);
         self.woken = false;
         self.maybe_holding.iter_mut().for_each(|m| *m = true);
+        if self.waits_in_line() {
+            self.queued.iter_mut().for_each(|q| *q = true);
+        }
         self.round = Some(self.fan_out(now, RoundKind::Attempt, self.config.ttl, |_| true));
     }
 
@@ -69,6 +72,7 @@ impl Lock {
             return self.back_off(now);
         }
         self.unreachable_rounds = 0;
+        self.stats.contended_attempts = self.stats.contended_attempts.saturating_add(1);
         let holder_pttl = round
             .outcomes
             .iter()
@@ -196,8 +200,12 @@ impl Lock {
 
     fn grant(&mut self, sent_at: Instant, fence: u64) {
         self.unsubscribe();
+        // A place left where a node said no goes with the lease's release
+        // (which leaves the line on every node) or expires.
+        self.queued.iter_mut().for_each(|q| *q = false);
         self.fence = Some(fence);
         self.state = State::Held;
+        self.stats.granted_attempt_sent = Some(sent_at);
         if self.renewing {
             if let Some(max_hold) = self.config.max_hold {
                 self.renew_until = Some(sent_at + max_hold.as_duration());
@@ -217,6 +225,7 @@ impl Lock {
         self.timers.stop(Timer::Retry);
         self.failure = Some(error);
         self.state = State::Releasing;
+        self.leave_line();
         self.settle_if_idle();
     }
 

@@ -9,7 +9,7 @@
 use super::outcomes::Outcome;
 use super::rounds::Round;
 use super::LockConfig;
-use crate::{FenceGrace, Instant, Token, Ttl};
+use crate::{FenceGrace, Instant, Kind, Token, Ttl};
 
 /// The waiter a release hands the lock to: its token and ttl (and the fence
 /// grace, a client setting), taken from its [`LockConfig`] when it lines up
@@ -87,6 +87,9 @@ impl Handoff {
 
     /// Whether this handoff is for the lease `config` describes.
     pub(super) fn is_for(&self, config: &LockConfig) -> bool {
-        self.token == config.token && self.ttl == config.ttl && self.outcomes.len() == config.nodes
+        config.kind == Kind::Mutex
+            && self.token == config.token
+            && self.ttl == config.ttl
+            && self.outcomes.len() == config.nodes
     }
 }

@@ -42,7 +42,7 @@ use self::outcomes::Outcome;
 use self::rounds::{Round, RoundKind};
 use self::timers::{Timer, TimerTable};
 use crate::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, LockKeys, LockName, MaxHold,
+    Command, CommandId, Error, Event, FenceGrace, Instant, Kind, LockKeys, LockName, MaxHold,
     NotAcquiredReason, Reply, RetryPolicy, Ttl, Wait, WaitReplicas,
 };
 
@@ -51,6 +51,10 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct LockConfig {
     pub name: LockName,
+    /// What the lease holds: the mutex, a semaphore permit, a read or a
+    /// write lock. It picks the scripts; `keys` must be
+    /// `KeySpace::keys_for(name, kind)`.
+    pub kind: Kind,
     pub keys: LockKeys,
     pub token: Token,
     pub ttl: Ttl,
@@ -113,6 +117,22 @@ pub enum Progress {
     Finished,
 }
 
+/// What one lock has been through so far, for metrics ([`Lock::stats`]):
+/// the core counts, the driver records what changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Acquire attempts that found the lock held by someone else.
+    pub contended_attempts: u32,
+    /// Auto-renewals that extended the lease.
+    pub renewals: u32,
+    /// Auto-renewals that did not: the lease was lost, or too few nodes
+    /// answered (it is then retried).
+    pub failed_renewals: u32,
+    /// When the acquire attempt that won was sent: the acquire's latency
+    /// runs from here to the grant (a fence write-back included).
+    pub granted_attempt_sent: Option<Instant>,
+}
+
 /// One lease's state machine, driven by the run loop in the crate docs.
 #[derive(Debug)]
 pub struct Lock {
@@ -129,6 +149,9 @@ pub struct Lock {
     extend: Option<Round>,
     /// Nodes where our key may exist: granted, or an unknown outcome.
     maybe_holding: Vec<bool>,
+    /// Nodes where an attempt may have left us in the fair line (kinds
+    /// that queue): an acquire that ends without the lease leaves it there.
+    queued: Vec<bool>,
     /// Compensating releases and reclaims in flight (their replies change
     /// nothing but a refused wake-up).
     cleanup: Vec<CommandId>,
@@ -158,6 +181,7 @@ pub struct Lock {
     replicas: Option<WaitReplicas>,
     /// The waiter a release in flight hands the lock to (`release_to`).
     successor: Option<Successor>,
+    stats: LockStats,
 }
 
 impl Lock {
@@ -169,6 +193,7 @@ impl Lock {
             rng: config.seed | 1,
             current_ttl: config.ttl,
             maybe_holding: vec![false; nodes],
+            queued: vec![false; nodes],
             config: LockConfig { nodes, ..config },
             state: State::Idle,
             commands: VecDeque::new(),
@@ -189,6 +214,7 @@ impl Lock {
             renew_until: None,
             replicas: None,
             successor: None,
+            stats: LockStats::default(),
         }
     }
 
@@ -276,6 +302,13 @@ impl Lock {
     }
 
     fn release_with(&mut self, now: Instant, successor: Option<Successor>) -> Result<(), Error> {
+        if successor.is_some() && self.config.kind != Kind::Mutex {
+            // Permits and readers do not line up locally: nobody to hand to.
+            return Err(Error::invalid(format!(
+                "only a lock is handed over in its release, not a {}",
+                self.config.kind.noun()
+            )));
+        }
         match self.state {
             State::Idle | State::Acquiring => {
                 Err(Error::invalid("release needs an acquired lease"))
@@ -414,6 +447,7 @@ impl Lock {
                 }
                 self.state = State::Releasing;
                 self.compensate(now, true);
+                self.leave_line();
                 self.settle_if_idle();
             }
             State::Releasing | State::Done => {}
@@ -439,9 +473,14 @@ impl Lock {
         {
             let round = self.round.as_ref().expect("matched above");
             if round.kind == RoundKind::Attempt {
+                let node = round.ids[at].1;
                 // Only a node that surely did not set our key can be forgotten.
                 if let Some(Outcome::No(_) | Outcome::Failed(_)) = round.outcomes[at] {
-                    self.maybe_holding[round.ids[at].1] = false;
+                    self.maybe_holding[node] = false;
+                }
+                // A grant or a refusal left no place in the line there.
+                if let Some(Outcome::Yes(_) | Outcome::Failed(_)) = round.outcomes[at] {
+                    self.queued[node] = false;
                 }
             }
             if round.is_complete() {
@@ -585,6 +624,12 @@ impl Lock {
         &self.config.keys
     }
 
+    /// What the lease holds.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        self.config.kind
+    }
+
     /// The fencing token, once acquired.
     #[must_use]
     pub fn fence(&self) -> Option<u64> {
@@ -611,6 +656,12 @@ impl Lock {
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lost
+    }
+
+    /// What this lock has been through so far (see [`LockStats`]).
+    #[must_use]
+    pub fn stats(&self) -> LockStats {
+        self.stats
     }
 
     /// An acquire failure already decided but not yet reported:

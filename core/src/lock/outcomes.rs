@@ -3,7 +3,8 @@
 //! replies in uninterpreted.
 
 use crate::replicas;
-use crate::{Reply, Script, WaitReplicas};
+use crate::scripts::Role;
+use crate::{Reply, WaitReplicas};
 
 /// What one node said to one command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,15 +30,13 @@ pub(super) enum Outcome {
 impl Outcome {
     /// With `replicas=N`, acquire and extend replies carry the `WAIT` count
     /// too; a yes with too few acknowledgements is `Unreplicated`.
-    pub(super) fn read(script: Script, reply: Reply, replicas: Option<WaitReplicas>) -> Outcome {
+    pub(super) fn read(role: Role, reply: Reply, replicas: Option<WaitReplicas>) -> Outcome {
         match replicas {
-            Some(wanted)
-                if matches!(script, Script::Acquire | Script::Extend | Script::Handoff) =>
-            {
+            Some(wanted) if matches!(role, Role::Acquire | Role::Extend | Role::Handoff) => {
                 let (reply, acked) = replicas::split(reply);
-                match Outcome::parse(script, reply) {
+                match Outcome::parse(role, reply) {
                     // A handoff's plain release never needed them; its grant does.
-                    Outcome::Yes(_) if acked < wanted.replicas && script != Script::Handoff => {
+                    Outcome::Yes(_) if acked < wanted.replicas && role != Role::Handoff => {
                         Outcome::Unreplicated { acked }
                     }
                     Outcome::HandedOver(_) if acked < wanted.replicas => {
@@ -46,15 +45,17 @@ impl Outcome {
                     outcome => outcome,
                 }
             }
-            _ => Outcome::parse(script, reply),
+            _ => Outcome::parse(role, reply),
         }
     }
 
-    fn parse(script: Script, reply: Reply) -> Outcome {
-        match (script, reply) {
+    /// The mutex's scripts and their counterparts for the other kinds
+    /// answer in the same shapes: one reading per role.
+    fn parse(role: Role, reply: Reply) -> Outcome {
+        match (role, reply) {
             (_, Reply::Error(message)) => Outcome::Failed(message),
             (_, Reply::Unknown(message)) => Outcome::Unknown(message),
-            (Script::Acquire, Reply::Array(items)) => match items.as_slice() {
+            (Role::Acquire, Reply::Array(items)) => match items.as_slice() {
                 [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
                     Outcome::Yes(fence_value(fence).expect("checked"))
                 }
@@ -62,7 +63,7 @@ impl Outcome {
                 // A reply we cannot read may still mean the script ran.
                 _ => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
             },
-            (Script::Handoff, Reply::Array(items)) => match items.as_slice() {
+            (Role::Handoff, Reply::Array(items)) => match items.as_slice() {
                 [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
                     Outcome::HandedOver(fence_value(fence).expect("checked"))
                 }
@@ -72,16 +73,16 @@ impl Outcome {
                 // It may have run: our key, or the successor's, may be set.
                 _ => Outcome::Unknown("unexpected reply to the handoff script".to_owned()),
             },
-            (Script::Handoff, _) => {
+            (Role::Handoff, _) => {
                 Outcome::Unknown("unexpected reply to the handoff script".to_owned())
             }
-            (Script::RaiseFence, counter) if fence_value(&counter).is_some() => {
+            (Role::RaiseFence, counter) if fence_value(&counter).is_some() => {
                 Outcome::Yes(fence_value(&counter).expect("checked"))
             }
-            (Script::Release, Reply::Int(2)) => Outcome::Yes(2),
-            (Script::Extend | Script::Release, Reply::Int(1)) => Outcome::Yes(1),
-            (Script::Extend | Script::Release, Reply::Int(0)) => Outcome::No(0),
-            (Script::Acquire, _) => {
+            (Role::Release, Reply::Int(2)) => Outcome::Yes(2),
+            (Role::Extend | Role::Release, Reply::Int(1)) => Outcome::Yes(1),
+            (Role::Extend | Role::Release, Reply::Int(0)) => Outcome::No(0),
+            (Role::Acquire, _) => {
                 Outcome::Unknown("unexpected reply to the acquire script".to_owned())
             }
             _ => Outcome::Failed("unexpected reply from Redis".to_owned()),

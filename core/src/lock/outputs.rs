@@ -5,12 +5,14 @@
 use super::rounds::{Round, RoundKind};
 use super::timers::Timer;
 use super::{Lock, State};
-use crate::{Command, CommandId, Error, Event, Instant, Script, Ttl};
+use crate::scripts::Role;
+use crate::{Command, CommandId, Error, Event, Instant, Kind, Script, Ttl, Wait};
 
 impl Lock {
-    /// A majority of the nodes: what every round's verdict is counted against.
+    /// How many nodes every round's verdict is counted against: a
+    /// majority, more for a semaphore (see [`Kind::quorum`]).
     pub(super) fn quorum(&self) -> usize {
-        self.config.nodes / 2 + 1
+        self.config.kind.quorum(self.config.nodes)
     }
 
     /// Fire-and-forget releases to every node that may hold our key. `wake`:
@@ -19,7 +21,27 @@ impl Lock {
         let _ = now;
         for node in 0..self.config.nodes {
             if std::mem::take(&mut self.maybe_holding[node]) {
+                // The release leaves the line there too.
+                self.queued[node] = false;
                 let id = self.push_release(node, wake);
+                self.cleanup.push(id);
+            }
+        }
+    }
+
+    /// Whether an attempt stands in the fair line when it is turned away:
+    /// a kind that queues, unless it tries once (then it only looks).
+    pub(super) fn waits_in_line(&self) -> bool {
+        self.config.kind.queues() && self.config.wait != Wait::TRY_ONCE
+    }
+
+    /// An acquire that ends without the lease (failed, cancelled) leaves
+    /// the fair line wherever it may stand in it, waking the waiters
+    /// behind it (a permit it was first in line for is theirs now).
+    pub(super) fn leave_line(&mut self) {
+        for node in 0..self.config.nodes {
+            if std::mem::take(&mut self.queued[node]) {
+                let id = self.push_release(node, true);
                 self.cleanup.push(id);
             }
         }
@@ -66,14 +88,14 @@ impl Lock {
         ttl: Ttl,
         to: impl Fn(usize) -> bool,
     ) -> Round {
-        let script = kind.script();
         let mut ids = Vec::new();
         for node in (0..self.config.nodes).filter(|&n| to(n)) {
             let id = match kind {
                 RoundKind::WriteBack { fence, .. } => self.push_raise_fence(node, fence),
                 RoundKind::Release => self.push_release(node, true),
                 RoundKind::Handoff => self.push_handoff(node),
-                _ => self.push_command(node, script, ttl),
+                RoundKind::Attempt => self.push_attempt(node, ttl),
+                RoundKind::Extend { .. } => self.push_extend(node, ttl),
             };
             ids.push((id, node));
         }
@@ -87,22 +109,73 @@ impl Lock {
         }
     }
 
-    fn push_command(&mut self, node: usize, script: Script, ttl: Ttl) -> CommandId {
+    /// `[token, ttl_ms, fence_ttl_ms]`: what every acquire and extend starts with.
+    fn token_and_ttls(&self, ttl: Ttl) -> Vec<Vec<u8>> {
+        vec![
+            self.config.token.0.as_bytes().to_vec(),
+            ttl.as_millis().to_string().into_bytes(),
+            self.fence_ttl(ttl),
+        ]
+    }
+
+    /// The line's keys, for the kinds that have one.
+    fn line(&self) -> [Vec<u8>; 2] {
+        let line = self.config.keys.line.as_ref().expect("keys_for the kind");
+        [line.waiting.clone(), line.until.clone()]
+    }
+
+    /// A read-write lock's other side.
+    fn other(&self) -> Vec<u8> {
+        self.config.keys.other.clone().expect("keys_for the kind")
+    }
+
+    fn push_attempt(&mut self, node: usize, ttl: Ttl) -> CommandId {
         let keys = &self.config.keys;
-        let token = self.config.token.0.as_bytes().to_vec();
-        let ttl_ms = ttl.as_millis().to_string().into_bytes();
-        let fence_ttl_ms = self.fence_ttl(ttl);
-        let keys = vec![keys.lock.clone(), keys.fence.clone()];
-        let args = match script {
-            Script::Acquire | Script::Extend => vec![token, ttl_ms, fence_ttl_ms],
-            Script::Release => unreachable!("built by push_release"),
-            Script::Handoff => unreachable!("built by push_handoff"),
-            Script::RaiseFence => unreachable!("built by push_raise_fence"),
-            Script::Reclaim => unreachable!("built by push_reclaim"),
-            Script::Inspect | Script::ForceRelease => {
-                unreachable!("not a lock's command: see inspect.rs / force.rs")
+        let (lock, fence) = (keys.lock.clone(), keys.fence.clone());
+        let mut args = self.token_and_ttls(ttl);
+        // How long a place in the line lasts; 0: a try-once never takes one.
+        let patience = || match self.waits_in_line() {
+            true => Kind::line_patience(&self.config.retry).as_millis(),
+            false => 0,
+        };
+        let (script, keys) = match self.config.kind {
+            Kind::Mutex => (Script::Acquire, vec![lock, fence]),
+            Kind::Semaphore(permits) => {
+                args.extend(
+                    [permits.get().to_string(), patience().to_string()].map(String::into_bytes),
+                );
+                let [waiting, until] = self.line();
+                (Script::FairAcquire, vec![lock, waiting, until, fence])
+            }
+            Kind::Write => {
+                args.extend([b"1".to_vec(), patience().to_string().into_bytes()]);
+                let [waiting, until] = self.line();
+                (
+                    Script::FairAcquire,
+                    vec![lock, waiting, until, fence, self.other()],
+                )
+            }
+            Kind::Read => {
+                let [waiting, until] = self.line();
+                (
+                    Script::ReadAcquire,
+                    vec![lock, waiting, until, fence, self.other()],
+                )
             }
         };
+        self.push(node, script, keys, args)
+    }
+
+    fn push_extend(&mut self, node: usize, ttl: Ttl) -> CommandId {
+        let keys = vec![
+            self.config.keys.lock.clone(),
+            self.config.keys.fence.clone(),
+        ];
+        let script = match self.config.kind {
+            Kind::Mutex => Script::Extend,
+            _ => Script::HoldersExtend,
+        };
+        let args = self.token_and_ttls(ttl);
         self.push(node, script, keys, args)
     }
 
@@ -116,32 +189,54 @@ impl Lock {
     }
 
     pub(super) fn push_reclaim(&mut self, node: usize, ttl: Ttl, fence: u64) -> CommandId {
-        let keys = vec![
+        let mut keys = vec![
             self.config.keys.lock.clone(),
             self.config.keys.fence.clone(),
         ];
-        let args = vec![
+        let mut args = vec![
             self.config.token.0.as_bytes().to_vec(),
             ttl.as_millis().to_string().into_bytes(),
             fence.to_string().into_bytes(),
             self.fence_ttl(ttl),
         ];
-        self.push(node, Script::Reclaim, keys, args)
+        // The most holders the set may have, and the side that must be empty.
+        let limit = match self.config.kind {
+            Kind::Mutex => return self.push(node, Script::Reclaim, keys, args),
+            Kind::Semaphore(permits) => permits.get(),
+            Kind::Read => 0,
+            Kind::Write => 1,
+        };
+        args.push(limit.to_string().into_bytes());
+        if matches!(self.config.kind, Kind::Read | Kind::Write) {
+            keys.push(self.other());
+        }
+        self.push(node, Script::HoldersReclaim, keys, args)
     }
 
+    /// `wake`: pass the channel, so waiters are woken.
     fn push_release(&mut self, node: usize, wake: bool) -> CommandId {
         let keys = &self.config.keys;
-        let keys = if wake {
-            vec![keys.lock.clone(), keys.channel.clone()]
-        } else {
-            vec![keys.lock.clone()]
+        let mut keys = match self.config.kind {
+            Kind::Mutex => vec![keys.lock.clone()],
+            _ => {
+                let [waiting, until] = self.line();
+                vec![keys.lock.clone(), waiting, until]
+            }
+        };
+        if wake {
+            keys.push(self.config.keys.channel.clone());
+        }
+        let script = match self.config.kind {
+            Kind::Mutex => Script::Release,
+            _ => Script::HoldersRelease,
         };
         let token = self.config.token.0.as_bytes().to_vec();
-        self.push(node, Script::Release, keys, vec![token])
+        self.push(node, script, keys, vec![token])
     }
 
-    /// A release that hands the lock to the successor: its token, its ttl
-    /// and its fence key's ttl, as its own acquire would send them.
+    /// A mutex's release that hands the lock to the successor: its token,
+    /// its ttl and its fence key's ttl, as its own acquire would send them
+    /// (`release_to` refuses the other kinds).
     fn push_handoff(&mut self, node: usize) -> CommandId {
         let successor = self
             .successor
@@ -192,7 +287,7 @@ impl Lock {
             // A handoff grants the successor: it waits like an acquire.
             wait_replicas: self
                 .replicas
-                .filter(|_| matches!(script, Script::Acquire | Script::Extend | Script::Handoff)),
+                .filter(|_| matches!(script.role(), Role::Acquire | Role::Extend | Role::Handoff)),
         });
         id
     }

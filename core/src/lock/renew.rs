@@ -72,6 +72,16 @@ impl Lock {
             .count();
         let valid_until = round.valid_until();
         let quorum = self.quorum();
+        // The branch below that extends (`unreplicated` needs yes < quorum).
+        let renewed = !self.lost && yes >= quorum && valid_until > now;
+        if callers == 0 {
+            // An auto-renewal (a caller's extend is the caller's to count).
+            let count = match renewed {
+                true => &mut self.stats.renewals,
+                false => &mut self.stats.failed_renewals,
+            };
+            *count = count.saturating_add(1);
+        }
         if self.lost {
             // Lost while the extend was in flight (validity ran out): too late.
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));

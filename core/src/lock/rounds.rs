@@ -3,7 +3,8 @@
 
 use super::outcomes::Outcome;
 use crate::replicas;
-use crate::{CommandId, Error, Instant, LockName, Reply, Script, Ttl, WaitReplicas};
+use crate::scripts::Role;
+use crate::{CommandId, Error, Instant, LockName, Reply, Ttl, WaitReplicas};
 
 /// One fan-out of a script to the nodes, waiting for every reply.
 #[derive(Debug)]
@@ -36,13 +37,14 @@ pub(super) enum RoundKind {
 }
 
 impl RoundKind {
-    pub(super) fn script(self) -> Script {
+    /// What its scripts do, whatever the lease's kind: how to read a reply.
+    pub(super) fn role(self) -> Role {
         match self {
-            RoundKind::Attempt => Script::Acquire,
-            RoundKind::WriteBack { .. } => Script::RaiseFence,
-            RoundKind::Extend { .. } => Script::Extend,
-            RoundKind::Release => Script::Release,
-            RoundKind::Handoff => Script::Handoff,
+            RoundKind::Attempt => Role::Acquire,
+            RoundKind::WriteBack { .. } => Role::RaiseFence,
+            RoundKind::Extend { .. } => Role::Extend,
+            RoundKind::Release => Role::Release,
+            RoundKind::Handoff => Role::Handoff,
         }
     }
 }
@@ -58,7 +60,7 @@ impl Round {
     ) -> Option<usize> {
         let at = self.ids.iter().position(|&(c, _)| c == id)?;
         if self.outcomes[at].is_none() {
-            self.outcomes[at] = Some(Outcome::read(self.kind.script(), reply.clone(), replicas));
+            self.outcomes[at] = Some(Outcome::read(self.kind.role(), reply.clone(), replicas));
         }
         Some(at)
     }

@@ -1,7 +1,7 @@
 //! Unit tests of the state machine through its public API.
 
 use super::*;
-use crate::{KeySpace, Script};
+use crate::{KeySpace, Kind, Script};
 
 fn ms(n: u64) -> Instant {
     Instant::from_epoch(Duration::from_millis(n))
@@ -10,6 +10,7 @@ fn ms(n: u64) -> Instant {
 fn lock(nodes: usize, wait: Wait, auto_renew: bool) -> Lock {
     let name = LockName::new("job").unwrap();
     Lock::new(LockConfig {
+        kind: Kind::Mutex,
         keys: KeySpace::default().keys(&name),
         name,
         token: Token("t".into()),
@@ -490,6 +491,7 @@ fn a_cancelled_acquire_is_underway_until_its_compensation_is_answered() {
 fn waiter(nodes: usize, wait: Wait) -> Lock {
     let name = LockName::new("job").unwrap();
     Lock::new(LockConfig {
+        kind: Kind::Mutex,
         keys: KeySpace::default().keys(&name),
         name,
         token: Token("w".into()),
@@ -777,4 +779,83 @@ fn with_replicas_a_handoff_waits_for_them_and_too_few_fail_like_an_acquire() {
     let [r, a] = commands(&mut w).try_into().unwrap();
     assert_eq!((r.script, a.script), (Script::Release, Script::Acquire));
     assert!(a.wait_replicas.is_some());
+}
+
+#[test]
+fn only_a_mutex_is_handed_over() {
+    // A semaphore permit or a reader/writer does not line up locally: a
+    // release_to (or a handoff taken by one) is misuse, and sends nothing.
+    let name = LockName::new("job").unwrap();
+    let kind = Kind::Semaphore(crate::Permits::new(2).unwrap());
+    let config = LockConfig {
+        kind,
+        keys: KeySpace::default().keys_for(&name, kind),
+        name,
+        token: Token("s".into()),
+        ttl: Ttl::from_millis(1000).unwrap(),
+        wait: Wait::Forever,
+        nodes: 1,
+        auto_renew: false,
+        max_hold: None,
+        retry: RetryPolicy::default(),
+        fence_grace: FenceGrace::DEFAULT,
+        seed: 3,
+    };
+    let mut permit = Lock::new(config.clone());
+    permit.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut permit).try_into().unwrap();
+    permit.handle_reply(ms(1), c.id, granted(5));
+    events(&mut permit);
+    let w = waiter(1, Wait::Forever);
+    assert!(matches!(
+        permit.release_to(ms(2), successor(&w)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(commands(&mut permit).is_empty());
+    assert_eq!(
+        permit.state(),
+        State::Held,
+        "still held: release it as usual"
+    );
+
+    // A handoff made for a mutex lease is not taken by a permit.
+    let mut l = held_lock(1);
+    let mut other = Lock::new(config);
+    l.release_to(ms(10), Successor::new(&other.config)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, handed(6));
+    let (handoff, _) = handoff_and_release(&mut l);
+    assert!(matches!(
+        other.accept_handoff(ms(12), handoff),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn stats_count_contended_attempts_renewals_and_the_winning_send() {
+    let mut l = lock(1, Wait::Bounded(Duration::from_secs(5)), true);
+    l.acquire(ms(0)).unwrap();
+    for (at, pttl) in [(1, 5), (7, 3)] {
+        let [c] = commands(&mut l).try_into().unwrap();
+        l.handle_reply(ms(at), c.id, held(pttl));
+        l.handle_wakeup(ms(at + 1));
+    }
+    assert_eq!(l.stats().contended_attempts, 2);
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(12), c.id, granted(9));
+    assert_eq!(l.stats().granted_attempt_sent, Some(ms(8)));
+    let _ = events(&mut l);
+
+    // Auto-renewals every ttl/3: one extends, the next finds the lock gone.
+    l.handle_timeout(l.poll_timeout().unwrap());
+    let [renewal] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(350), renewal.id, Reply::Int(1));
+    l.handle_timeout(l.poll_timeout().unwrap());
+    let [renewal] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(700), renewal.id, Reply::Int(0));
+    // A caller's own extend is not a renewal.
+    l.extend(ms(701), None).unwrap();
+    let stats = l.stats();
+    assert_eq!((stats.renewals, stats.failed_renewals), (1, 1));
+    assert_eq!(stats.contended_attempts, 2);
 }

@@ -49,7 +49,7 @@ pub use clock::{Clock, Rng};
 #[allow(unused_imports)]
 pub use node::Node;
 #[allow(unused_imports)]
-pub use scenario::Scenario;
+pub use scenario::{Primitive, Scenario};
 #[allow(unused_imports)]
 pub use world::{AppAction, Arrival, Client, LeaseOpts, LeaseSim, Net, Plan, Sim};
 

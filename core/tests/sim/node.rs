@@ -2,6 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A sorted set: member -> score (the holders' expiries in server ms, the
+/// line's arrivals in server µs). Members expire by score (the scripts
+/// prune them), so the set itself never does here.
+pub type ZSet = BTreeMap<Vec<u8>, i64>;
+
 use fencelock_core::{Command, Reply, Script};
 
 use super::{Micros, MS};
@@ -13,6 +18,8 @@ use super::{Micros, MS};
 #[derive(Clone, Debug)]
 pub struct Node {
     data: BTreeMap<Vec<u8>, (Vec<u8>, Option<Micros>)>,
+    /// Sorted sets (semaphore and read-write lock holders, the fair line).
+    zsets: BTreeMap<Vec<u8>, ZSet>,
     pub up: bool,
     /// Down (crashed or unreachable) until at least this instant.
     pub down_until: Micros,
@@ -35,6 +42,7 @@ impl Default for Node {
     fn default() -> Self {
         Node {
             data: BTreeMap::new(),
+            zsets: BTreeMap::new(),
             up: true,
             down_until: 0,
             rate_ppm: 1_000_000,
@@ -127,6 +135,176 @@ impl Node {
     /// Lose everything (a crash without persistence).
     pub fn wipe(&mut self) {
         self.data.clear();
+        self.zsets.clear();
+    }
+
+    /// The clock sorted-set scores count in, in µs: the server's, at its
+    /// rate (as PX expiries are), plus its wall-clock offset.
+    fn zclock_us(&self, now: Micros) -> i64 {
+        (now as u128 * self.rate_ppm as u128 / 1_000_000) as i64 + self.time_offset
+    }
+
+    fn zclock_ms(&self, now: Micros) -> i64 {
+        self.zclock_us(now).div_euclid(MS as i64)
+    }
+
+    /// A sorted set at `now`, its members with a score at or below `prune`
+    /// (if given) removed first, as the scripts' ZREMRANGEBYSCORE does.
+    pub fn zset(&mut self, key: &[u8], prune: Option<i64>) -> &mut ZSet {
+        let set = self.zsets.entry(key.to_vec()).or_default();
+        if let Some(limit) = prune {
+            set.retain(|_, score| *score > limit);
+        }
+        set
+    }
+
+    /// Live members of a holders set at `now` (read-only).
+    pub fn holders(&self, key: &[u8], now: Micros) -> Vec<Vec<u8>> {
+        let limit = self.zclock_ms(now);
+        self.zsets
+            .get(key)
+            .map(|set| {
+                set.iter()
+                    .filter(|(_, score)| **score > limit)
+                    .map(|(member, _)| member.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Members of the line in arrival order (no pruning).
+    pub fn line(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        let mut members: Vec<(i64, Vec<u8>)> = self
+            .zsets
+            .get(key)
+            .map(|set| set.iter().map(|(m, s)| (*s, m.clone())).collect())
+            .unwrap_or_default();
+        members.sort();
+        members.into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// Whether `key` is a string (a sorted-set script meets WRONGTYPE).
+    fn is_string(&mut self, key: &[u8], now: Micros) -> bool {
+        self.live(key, now).is_some()
+    }
+
+    /// The line pruned of expired waiters, in arrival order.
+    fn prune_line(&mut self, waiting: &[u8], until: &[u8], now_ms: i64) -> Vec<Vec<u8>> {
+        let gone: Vec<Vec<u8>> = self
+            .zset(until, None)
+            .iter()
+            .filter(|(_, s)| **s <= now_ms)
+            .map(|(m, _)| m.clone())
+            .collect();
+        for member in &gone {
+            self.zset(waiting, None).remove(member);
+        }
+        self.zset(until, Some(now_ms));
+        self.line(waiting)
+    }
+
+    /// The first (smallest) score's distance from `now_ms`, at least 1.
+    fn first_expiry(&mut self, key: &[u8], now_ms: i64) -> i64 {
+        self.zset(key, None)
+            .values()
+            .min()
+            .map_or(1, |first| (first - now_ms).max(1))
+    }
+
+    /// The next fence over the counter in `fence_key` (acquire.lua's
+    /// hybrid logical clock), stored with PX at least `fence_ttl`; `None`
+    /// (nothing written) if the counter is unreadable.
+    fn issue_fence(&mut self, fence_key: &[u8], fence_ttl: i64, now: Micros) -> Option<u128> {
+        let (stored, expiry) = match self.live(fence_key, now) {
+            None => (0, None),
+            Some((v, exp)) => (fence(v).filter(|&n| n < u64::MAX as u128)?, *exp),
+        };
+        let next = self.next_fence(stored, now);
+        let wanted = now + self.real_us(fence_ttl.max(1) as u64);
+        let expires = expiry.map_or(wanted, |e| e.max(wanted));
+        self.set(fence_key, next.to_string().as_bytes(), Some(expires));
+        Some(next)
+    }
+
+    /// fair_acquire.lua / read_acquire.lua: the sorted-set acquires.
+    fn acquire_in_set(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+        let err = |m: &str| (Reply::Error(m.to_string()), None);
+        let read = cmd.script == Script::ReadAcquire;
+        let (Some(holders), Some(waiting), Some(until), Some(fence_key)) = (
+            cmd.keys.first(),
+            cmd.keys.get(1),
+            cmd.keys.get(2),
+            cmd.keys.get(3),
+        ) else {
+            return err("ERR wrong number of arguments");
+        };
+        let other = cmd.keys.get(4);
+        let arg = |i: usize| cmd.args.get(i).and_then(|a| int(a));
+        let Some(token) = cmd.args.first() else {
+            return err("ERR wrong number of arguments");
+        };
+        let (Some(ttl), Some(fence_ttl)) = (arg(1), arg(2)) else {
+            return err("ERR value is not an integer or out of range");
+        };
+        let (permits, patience) = if read {
+            (i64::MAX, 0)
+        } else {
+            match (arg(3), arg(4)) {
+                (Some(p), Some(w)) => (p, w),
+                _ => return err("ERR value is not an integer or out of range"),
+            }
+        };
+        if [Some(holders), other]
+            .into_iter()
+            .flatten()
+            .any(|k| self.is_string(k, now))
+        {
+            return err("WRONGTYPE Operation against a key holding the wrong kind of value");
+        }
+        let now_ms = self.zclock_ms(now);
+        let held = self.zset(holders, Some(now_ms)).len() as i64;
+        let blockers = match other {
+            Some(other) => self.zset(other, Some(now_ms)).len() as i64,
+            None => 0,
+        };
+        let line = self.prune_line(waiting, until, now_ms);
+        let ours = self.zset(holders, None).contains_key(token);
+        let place = line.iter().position(|m| m == token);
+        let granted = ours
+            || if read {
+                blockers == 0 && line.is_empty()
+            } else {
+                blockers == 0 && held + (place.unwrap_or(line.len()) as i64) < permits
+            };
+        if granted {
+            let Some(next) = self.issue_fence(fence_key, fence_ttl, now) else {
+                return err("ERR fence counter is not an integer below 2^64-1");
+            };
+            self.zset(holders, None).insert(token.clone(), now_ms + ttl);
+            self.zset(waiting, None).remove(token);
+            self.zset(until, None).remove(token);
+            return (Reply::Array(vec![Reply::Int(1), bulk(next)]), None);
+        }
+        if !read && patience > 0 {
+            if place.is_none() {
+                let arrival = self.zclock_us(now);
+                self.zset(waiting, None).insert(token.clone(), arrival);
+            }
+            self.zset(until, None)
+                .insert(token.clone(), now_ms + patience);
+        }
+        let hint = if read && blockers > 0 {
+            self.first_expiry(other.expect("read has a writer"), now_ms)
+        } else if read {
+            self.first_expiry(until, now_ms)
+        } else if held >= permits {
+            self.first_expiry(holders, now_ms)
+        } else if blockers > 0 {
+            self.first_expiry(other.expect("counted"), now_ms)
+        } else {
+            self.first_expiry(until, now_ms)
+        };
+        (Reply::Array(vec![Reply::Int(0), Reply::Int(hint)]), None)
     }
 
     /// Runs one script. Returns the reply and, for a release that freed the
@@ -137,6 +315,140 @@ impl Node {
         let key = |i: usize| cmd.keys.get(i).cloned();
         let arg = |i: usize| cmd.args.get(i).cloned();
         match cmd.script {
+            Script::FairAcquire | Script::ReadAcquire => self.acquire_in_set(now, cmd),
+            // {ms until the last live holder expires (-2 none), GET fence,
+            // a live holder in ARGV}
+            Script::HoldersInspect => {
+                let (Some(holders), Some(fence_key)) = (key(0), key(1)) else {
+                    return err("ERR wrong number of arguments");
+                };
+                let now_ms = self.zclock_ms(now);
+                let set = self.zset(&holders, None).clone();
+                let live: Vec<(&Vec<u8>, &i64)> =
+                    set.iter().filter(|(_, s)| **s > now_ms).collect();
+                let pttl = live.iter().map(|(_, s)| **s - now_ms).max().unwrap_or(-2);
+                let ours = live.iter().any(|(m, _)| cmd.args.contains(m));
+                let fence = match self.live(&fence_key, now) {
+                    Some((v, _)) => Reply::Bulk(v.clone()),
+                    None => Reply::Nil,
+                };
+                (
+                    Reply::Array(vec![Reply::Int(pttl), fence, Reply::Int(i64::from(ours))]),
+                    None,
+                )
+            }
+            // our entry, if live: score = now + ttl; fence key kept as long
+            // -> 1 | 0
+            Script::HoldersExtend => {
+                let (Some(holders), Some(fence_key), Some(token), Some(ttl), Some(fence_ttl)) =
+                    (key(0), key(1), arg(0), arg(1), arg(2))
+                else {
+                    return err("ERR wrong number of arguments");
+                };
+                let (Some(ttl), Some(fence_ttl)) = (int(&ttl), int(&fence_ttl)) else {
+                    return err("ERR value is not an integer or out of range");
+                };
+                if self.is_string(&holders, now) {
+                    return err(
+                        "WRONGTYPE Operation against a key holding the wrong kind of value",
+                    );
+                }
+                let now_ms = self.zclock_ms(now);
+                let set = self.zset(&holders, None);
+                match set.get(&token).copied() {
+                    Some(expiry) if expiry > now_ms => {
+                        set.insert(token, now_ms + ttl);
+                        let wanted = now + self.real_us(fence_ttl.max(0) as u64);
+                        if let Some((_, exp)) = self.live(&fence_key, now) {
+                            *exp = Some(exp.map_or(wanted, |e| e.max(wanted)));
+                        }
+                        (Reply::Int(1), None)
+                    }
+                    Some(_) => {
+                        set.remove(&token);
+                        (Reply::Int(0), None)
+                    }
+                    None => (Reply::Int(0), None),
+                }
+            }
+            // ZREM holders, line, expiries; publish if a place was freed
+            // and the channel given -> 1 | 2 (PUBLISH refused) | 0
+            Script::HoldersRelease => {
+                let (Some(holders), Some(waiting), Some(until), Some(token)) =
+                    (key(0), key(1), key(2), arg(0))
+                else {
+                    return err("ERR wrong number of arguments");
+                };
+                if self.is_string(&holders, now) {
+                    return err(
+                        "WRONGTYPE Operation against a key holding the wrong kind of value",
+                    );
+                }
+                let held = self.zset(&holders, None).remove(&token).is_some();
+                let queued = self.zset(&waiting, None).remove(&token).is_some();
+                self.zset(&until, None).remove(&token);
+                let published = key(3).filter(|_| (held || queued) && !self.refuse_publish);
+                let reply = match (held, key(3)) {
+                    (false, _) => 0,
+                    (true, Some(_)) if self.refuse_publish => 2,
+                    (true, _) => 1,
+                };
+                (Reply::Int(reply), published)
+            }
+            // put our entry back unless that exceeds the limit or meets the
+            // other side; counter = max(counter, fence) -> 1 | 0
+            Script::HoldersReclaim => {
+                let (
+                    Some(holders),
+                    Some(fence_key),
+                    Some(token),
+                    Some(ttl),
+                    Some(wanted),
+                    Some(fence_ttl),
+                    Some(limit),
+                ) = (key(0), key(1), arg(0), arg(1), arg(2), arg(3), arg(4))
+                else {
+                    return err("ERR wrong number of arguments");
+                };
+                let (Some(ttl), Some(wanted), Some(fence_ttl), Some(limit)) =
+                    (int(&ttl), fence(&wanted), int(&fence_ttl), int(&limit))
+                else {
+                    return err("ERR value is not an integer or out of range");
+                };
+                if self.is_string(&holders, now) {
+                    return err(
+                        "WRONGTYPE Operation against a key holding the wrong kind of value",
+                    );
+                }
+                let now_ms = self.zclock_ms(now);
+                let set = self.zset(&holders, Some(now_ms));
+                if !set.contains_key(&token) {
+                    if limit > 0 && set.len() as i64 >= limit {
+                        return (Reply::Int(0), None);
+                    }
+                    if let Some(other) = key(2) {
+                        if !self.zset(&other, Some(now_ms)).is_empty() {
+                            return (Reply::Int(0), None);
+                        }
+                    }
+                }
+                self.zset(&holders, None).insert(token, now_ms + ttl);
+                let fence_expires = now + self.real_us(fence_ttl.max(0) as u64);
+                match self.live(&fence_key, now).map(|(v, _)| fence(v)) {
+                    None => self.set(
+                        &fence_key,
+                        wanted.to_string().as_bytes(),
+                        Some(fence_expires),
+                    ),
+                    Some(Some(current)) if current < wanted => self.set(
+                        &fence_key,
+                        wanted.to_string().as_bytes(),
+                        Some(fence_expires),
+                    ),
+                    Some(_) => self.pexpire(&fence_key, fence_ttl, now),
+                }
+                (Reply::Int(1), None)
+            }
             // SET lock token NX PX ttl (or our own token: PEXPIRE);
             // fence = max(stored + 1, TIME ms * 1024), SET PX fence_ttl
             // -> {1, "fence"} | {0, pttl}
@@ -328,6 +640,9 @@ impl Node {
                 let held = Reply::Int(i64::from(pttl.is_some()));
                 (Reply::Array(vec![held, bulk(next)]), pttl.map(|_| channel))
             }
+            // A write to the user's own data, never a lock's command: the
+            // driver tests run it against a real Redis.
+            Script::FencedSet => err("ERR the simulator holds no user data"),
             Script::Handoff => self.handoff(now, cmd),
         }
     }

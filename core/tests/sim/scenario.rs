@@ -2,16 +2,27 @@
 
 use std::time::Duration;
 
-use fencelock_core::{Ttl, Wait};
+use fencelock_core::{Kind, Permits, Ttl, Wait};
 
 use super::{AppAction, Clock, LeaseOpts, Net, Rng, Sim, MS};
 
 // ---------------------------------------------------------------------------
 // Randomised scenarios for the property tests.
 
+/// What the leases of a scenario hold (all of the world's one name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Primitive {
+    Mutex,
+    /// Semaphore permits of this many.
+    Semaphore(u32),
+    /// Read or write locks, drawn per lease.
+    ReadWrite,
+}
+
 /// The knobs a property test varies; everything else is drawn from `seed`.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    pub primitive: Primitive,
     pub seed: u64,
     pub nodes: usize,
     pub clients: usize,
@@ -118,6 +129,12 @@ impl Scenario {
                     Some(w) => Wait::Bounded(Duration::from_millis(rng.range(0, w))),
                 };
                 let mut opts = LeaseOpts::new(self.ttl_ms, wait);
+                opts.kind = match self.primitive {
+                    Primitive::Mutex => Kind::Mutex,
+                    Primitive::Semaphore(n) => Kind::Semaphore(Permits::new(n.into()).unwrap()),
+                    Primitive::ReadWrite if rng.chance(0.5) => Kind::Read,
+                    Primitive::ReadWrite => Kind::Write,
+                };
                 opts.auto_renew = self.auto_renew && rng.chance(0.5);
                 opts.plan.hold = Some(rng.range(0, 2 * ttl));
                 if self.extends && rng.chance(0.5) {

@@ -1,11 +1,12 @@
 //! The world: network, clients, leases, the event queue and the checks.
 
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt::Write as _;
 
 use fencelock_core::{
-    Command, CommandId, Error, Event, FenceGrace, Handoff, Instant, KeySpace, Lock, LockConfig,
-    LockKeys, LockName, MaxHold, Reply, RetryPolicy, Script, State, Successor, Token, Ttl, Wait,
+    Command, CommandId, Error, Event, FenceGrace, Handoff, Instant, KeySpace, Kind, Lock,
+    LockConfig, LockKeys, LockName, MaxHold, Reply, RetryPolicy, Script, State, Successor, Token,
+    Ttl, Wait,
 };
 
 use super::{Clock, Micros, Node, Rng, MS};
@@ -162,6 +163,8 @@ impl LeaseSim {
 /// Options for one lease.
 #[derive(Clone, Debug)]
 pub struct LeaseOpts {
+    /// What the lease holds (of the world's one name): the mutex unless set.
+    pub kind: Kind,
     pub ttl: Ttl,
     pub wait: Wait,
     pub auto_renew: bool,
@@ -173,6 +176,7 @@ pub struct LeaseOpts {
 impl LeaseOpts {
     pub fn new(ttl_ms: u64, wait: Wait) -> Self {
         LeaseOpts {
+            kind: Kind::Mutex,
             ttl: Ttl::from_millis(ttl_ms).unwrap(),
             wait,
             auto_renew: false,
@@ -304,16 +308,16 @@ pub struct Arrival {
 }
 
 impl Arrival {
-    /// An acquire that set the key.
+    /// An acquire (of any kind) that set the key or added the holder.
     pub fn granted(&self) -> bool {
-        self.script == Script::Acquire && self.said_one()
+        self.script.is_acquire() && self.said_one()
     }
 
     /// The lease whose key this command set: an acquire's own, or a
     /// handoff's successor.
     pub fn set_key_of(&self) -> Option<usize> {
         match self.script {
-            Script::Acquire if self.said_one() => Some(self.lease),
+            script if script.is_acquire() && self.said_one() => Some(self.lease),
             Script::Handoff if self.said_one() => self.successor,
             _ => None,
         }
@@ -403,7 +407,8 @@ impl Sim {
         let id = self.leases.len();
         let config = LockConfig {
             name: self.name.clone(),
-            keys: self.keys.clone(),
+            kind: opts.kind,
+            keys: KeySpace::default().keys_for(&self.name, opts.kind),
             token: Token(format!("token-{id}")),
             ttl: opts.ttl,
             wait: opts.wait,
@@ -453,6 +458,19 @@ impl Sim {
     pub fn counter(&mut self, node: usize) -> i64 {
         let (key, now) = (self.keys.fence.clone(), self.now);
         self.nodes[node].counter(&key, now)
+    }
+
+    /// The live holders of `kind`'s set on `node` (a semaphore's, the
+    /// readers' or the writer's).
+    pub fn holders(&self, node: usize, kind: Kind) -> Vec<Vec<u8>> {
+        let key = KeySpace::default().keys_for(&self.name, kind).lock;
+        self.nodes[node].holders(&key, self.now)
+    }
+
+    /// Who stands in `kind`'s fair line on `node`, in arrival order.
+    pub fn line(&self, node: usize, kind: Kind) -> Vec<Vec<u8>> {
+        let keys = KeySpace::default().keys_for(&self.name, kind);
+        self.nodes[node].line(&keys.line.expect("a kind with a line").waiting)
     }
 
     /// Who holds the lock key on `node` right now, and for how long.
@@ -763,6 +781,10 @@ impl Sim {
     fn line_up(&mut self, lease: usize) -> bool {
         // Not idle (acquired twice, or cancelled first): the lock refuses it.
         if self.leases[lease].lock.state() != State::Idle {
+            return false;
+        }
+        // Permits and readers do not line up locally (nor are handed over).
+        if !self.leases[lease].config.kind.lines_up_locally() {
             return false;
         }
         let Some(line) = self.clients[self.leases[lease].client].line.as_mut() else {
@@ -1104,6 +1126,95 @@ impl Sim {
             }
             None => Ok(()),
         }
+    }
+
+    /// No more leases believe they hold than their kind allows at any real
+    /// instant: one mutex holder, `permits` semaphore holders, one writer
+    /// and no reader beside it (readers share). What `check_mutual_exclusion`
+    /// is for the mutex, for every kind.
+    pub fn check_capacity(&self) -> Result<(), String> {
+        // (instant, +1 start / -1 end, lease); ends sort before starts at
+        // the same instant: windows are half-open.
+        let mut edges: Vec<(Micros, i32, usize)> = Vec::new();
+        for l in 0..self.leases.len() {
+            for (start, end) in self.windows(l) {
+                edges.push((start, 1, l));
+                edges.push((end, -1, l));
+            }
+        }
+        edges.sort();
+        let mut holding: BTreeSet<usize> = BTreeSet::new();
+        for (at, step, lease) in edges {
+            if step < 0 {
+                holding.remove(&lease);
+                continue;
+            }
+            holding.insert(lease);
+            let count = |pred: &dyn Fn(Kind) -> bool| {
+                holding
+                    .iter()
+                    .filter(|&&l| pred(self.leases[l].lock.kind()))
+                    .count()
+            };
+            let mutex = count(&|k| k == Kind::Mutex);
+            let writers = count(&|k| k == Kind::Write);
+            let readers = count(&|k| k == Kind::Read);
+            let permits = holding
+                .iter()
+                .filter_map(|&l| match self.leases[l].lock.kind() {
+                    Kind::Semaphore(p) => Some(p.get() as usize),
+                    _ => None,
+                })
+                .min();
+            let semaphore = count(&|k| matches!(k, Kind::Semaphore(_)));
+            let over = mutex > 1
+                || writers > 1
+                || (writers == 1 && readers > 0)
+                || permits.is_some_and(|p| semaphore > p);
+            if over {
+                return Err(format!(
+                    "at {at} µs (L{lease} began): holding {holding:?}: {mutex} mutex, \
+                     {writers} writers, {readers} readers, {semaphore} of {permits:?} permits"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A lease that began to hold after another's last window ended has the
+    /// larger fence, when one of the two excludes the other (a mutex, a
+    /// writer, a semaphore of one permit, against anything of its name);
+    /// on a single node every fence is distinct. Two leases that may hold
+    /// together (permits, readers) are granted in an order their clients
+    /// need not see: one granted first may learn it last.
+    pub fn check_fences_in_order(&self) -> Result<(), String> {
+        let exclusive = |l: usize| match self.leases[l].lock.kind() {
+            Kind::Mutex | Kind::Write => true,
+            Kind::Semaphore(p) => p.get() == 1,
+            Kind::Read => false,
+        };
+        let spans: Vec<(usize, Micros, Micros, u64)> = (0..self.leases.len())
+            .filter_map(|l| {
+                let windows = self.windows(l);
+                let fence = self.leases[l].fence()?;
+                Some((l, windows.first()?.0, windows.last()?.1, fence))
+            })
+            .collect();
+        for &(a, a_start, a_end, a_fence) in &spans {
+            for &(b, b_start, _, b_fence) in &spans {
+                let ordered = exclusive(a) || exclusive(b);
+                if ordered && b_start >= a_end && b_fence <= a_fence {
+                    return Err(format!(
+                        "L{b} (fence {b_fence}, from {b_start} µs) held after L{a} \
+                         (fence {a_fence}, [{a_start}, {a_end}) µs) with a fence not above it"
+                    ));
+                }
+                if a != b && self.nodes.len() == 1 && a_fence == b_fence {
+                    return Err(format!("L{a} and L{b} share fence {a_fence} on one node"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Leases that held the lock for a non-empty window, in the order their

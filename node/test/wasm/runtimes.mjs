@@ -26,6 +26,12 @@ async function within(ms, promise, what) {
   }
 }
 
+// EVALSHA calls the server has run (the waiter's attempts; nothing else uses it meanwhile).
+async function evalshaCalls(app) {
+  const stats = String(await app.raw('INFO', 'commandstats'))
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0)
+}
+
 const adapters = {
   ioredis: async () => {
     const r = new Redis(url)
@@ -59,11 +65,17 @@ for (const [kind, connect] of Object.entries(adapters)) {
   controller.abort()
   assert.equal((await aborted).name, 'AbortError')
 
-  const waiting = b.acquire(name, { ttl: 10_000, wait: 5_000 })
-  // Released once the waiter listens: only the notification wakes it this fast.
-  await within(3_000, (async () => {
+  const waiting = b.acquire(name, { ttl: 10_000, wait: 60_000 })
+  // Released once the waiter listens, just after one of its timed retries
+  // (every <= 1 s): only the notification wakes it before the next one. The
+  // first two waits only bound a loaded machine's scheduling.
+  await within(20_000, (async () => {
     while (Number((await app.raw('PUBSUB', 'NUMSUB', `${key}:released`))[1]) < 1) await sleep(1)
   })(), 'subscription')
+  const before = await evalshaCalls(app)
+  await within(20_000, (async () => {
+    while ((await evalshaCalls(app)) === before) await sleep(1)
+  })(), 'a timed retry')
   await first.release()
   const second = await within(900, waiting, `${kind} handoff`) // the release notification woke it
   assert.ok(second.fence > first.fence)

@@ -46,6 +46,7 @@ fn outcome(result: Result<(), Error>) -> Value {
                 Error::LockLost { .. } => "LockLost",
                 Error::Redis { .. } => "Redis",
                 Error::Closed { .. } => "Closed",
+                Error::StaleFence { .. } => "StaleFence",
                 Error::InvalidArgument(_) => "InvalidArgument",
             };
             match e.reason() {

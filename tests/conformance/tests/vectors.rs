@@ -8,8 +8,9 @@ use std::time::Duration;
 use fencelock_conformance::{bytes, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName, Reply,
-    RetryPolicy, Script, Successor, Token, Ttl, Wait,
+    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Kind, Listing, Lock,
+    LockConfig, LockName, NamePattern, Permits, Reply, RetryPolicy, Script, Successor, Token, Ttl,
+    Wait, Writer,
 };
 use serde_json::Value;
 
@@ -29,6 +30,57 @@ fn keys_follow_the_documented_layout() {
         for key in [&keys.lock, &keys.fence, &keys.channel] {
             assert_eq!(hash_slot(key), slot, "{why}");
         }
+    }
+}
+
+#[test]
+fn listing_sends_the_documented_match_and_keeps_exactly_the_matching_names() {
+    let doc = vectors("list.json");
+    let space = KeySpace::new(doc["prefix"].as_str().unwrap()).unwrap();
+    let names = |key: &str| -> Vec<LockName> {
+        doc[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| LockName::new(bytes(n)).unwrap())
+            .collect()
+    };
+    // What a SCAN of that key space returns: the held locks' lock and fence
+    // keys, the released ones' fence keys.
+    let mut scanned: Vec<Reply> = Vec::new();
+    for name in names("held") {
+        let keys = space.keys(&name);
+        scanned.extend([Reply::Bulk(keys.lock), Reply::Bulk(keys.fence)]);
+    }
+    for name in names("released") {
+        scanned.push(Reply::Bulk(space.keys(&name).fence));
+    }
+    for case in doc["cases"].as_array().unwrap() {
+        let why = case["why"].as_str().unwrap();
+        let listing = Listing::new(&space, NamePattern::new(bytes(&case["pattern"])).unwrap());
+        let command = listing.command(b"0");
+        assert_eq!(command[3], bytes(&case["match"]), "{why}");
+        let page = listing
+            .read(Reply::Array(vec![
+                Reply::Bulk(b"0".to_vec()),
+                Reply::Array(scanned.clone()),
+            ]))
+            .unwrap();
+        let found = listing.combine(1, vec![Ok(page.names)]).unwrap();
+        let expected: Vec<Vec<u8>> = case["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(bytes)
+            .collect();
+        let found: Vec<Vec<u8>> = found.iter().map(|n| n.as_bytes().to_vec()).collect();
+        assert_eq!(found, expected, "{why}");
+    }
+    for bad in doc["bad"].as_array().unwrap() {
+        assert!(
+            matches!(NamePattern::new(bytes(bad)), Err(Error::InvalidArgument(_))),
+            "{bad}"
+        );
     }
 }
 
@@ -134,19 +186,33 @@ fn reply(v: &Value) -> Reply {
     }
 }
 
-/// `$lock` etc. replaced by the scenario's values.
+/// `$lock` etc. (any of the scenario's `keys`) replaced by its values.
 fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
     match v.as_str() {
-        Some("$lock") => bytes(&scenario["keys"]["lock"]),
-        Some("$fence") => bytes(&scenario["keys"]["fence"]),
-        Some("$channel") => bytes(&scenario["keys"]["channel"]),
         Some("$token") => scenario["token"].as_str().unwrap().as_bytes().to_vec(),
         Some("$waiter_token") => scenario["waiter_token"]
             .as_str()
             .unwrap()
             .as_bytes()
             .to_vec(),
+        Some(key) if key.starts_with('$') && scenario["keys"].get(&key[1..]).is_some() => {
+            bytes(&scenario["keys"][&key[1..]])
+        }
         _ => bytes(v),
+    }
+}
+
+/// The scenario's `primitive`: the mutex when absent.
+fn kind_of(sc: &Value) -> Kind {
+    let primitive = &sc["primitive"];
+    if let Some(permits) = primitive.get("semaphore") {
+        return Kind::Semaphore(Permits::new(permits.as_u64().unwrap()).unwrap());
+    }
+    match primitive.get("rw").and_then(Value::as_str) {
+        Some("read") => Kind::Read,
+        Some("write") => Kind::Write,
+        Some(other) => panic!("unknown rw side {other}"),
+        None => Kind::Mutex,
     }
 }
 
@@ -157,6 +223,7 @@ fn error_kind(e: &Error) -> &'static str {
         Error::LockLost { .. } => "LockLost",
         Error::Redis { .. } => "Redis",
         Error::Closed { .. } => "Closed",
+        Error::StaleFence { .. } => "StaleFence",
     }
 }
 
@@ -204,12 +271,59 @@ fn commands_and_outcomes_match_the_vectors() {
     }
 }
 
+#[test]
+fn fenced_writes_match_the_vectors() {
+    let cases = vectors("commands.json")["fenced_writes"]["cases"].clone();
+    let cases = cases.as_array().unwrap();
+    assert!(cases.len() >= 3);
+    for case in cases {
+        let title = case["name"].as_str().unwrap();
+        let name = LockName::new(bytes(&case["lock_name"])).unwrap();
+        let writer = Writer {
+            name: &name,
+            fence: case["fence"].as_str().unwrap().parse().unwrap(),
+            valid_for: Duration::from_secs(10),
+            nodes: 1,
+        };
+        let field = case.get("field").map(|f| resolve(f, case));
+        let key = resolve(&case["key"], case);
+        let value = resolve(&case["value"], case);
+        let write = FencedWrite::new(writer, &key, field.as_deref(), &value).unwrap();
+        let command = write.command();
+        let sent = &case["sent"];
+        assert_eq!(
+            command.script,
+            script_named(sent["script"].as_str().unwrap()),
+            "{title}"
+        );
+        let each = |items: &Value| -> Vec<Vec<u8>> {
+            items
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| resolve(v, case))
+                .collect()
+        };
+        assert_eq!(command.keys, each(&sent["keys"]), "{title}");
+        assert_eq!(command.args, each(&sent["args"]), "{title}");
+        let got = match write.read(reply(&case["reply"])) {
+            Ok(()) => Value::from("ok"),
+            Err(Error::StaleFence { accepted, .. }) => {
+                serde_json::json!({"error": "StaleFence", "accepted": accepted.to_string()})
+            }
+            Err(other) => panic!("{title}: {other:?}"),
+        };
+        assert_eq!(got, case["outcome"], "{title}");
+    }
+}
+
 fn run_scenario(sc: &Value) {
     let title = sc["name"].as_str().unwrap();
     let name = LockName::new(bytes(&sc["lock_name"])).unwrap();
+    let kind = kind_of(sc);
     let keys = KeySpace::new(sc["prefix"].as_str().unwrap())
         .unwrap()
-        .keys(&name);
+        .keys_for(&name, kind);
     assert_eq!(keys.lock, bytes(&sc["keys"]["lock"]), "{title}: lock key");
     assert_eq!(
         keys.fence,
@@ -221,12 +335,22 @@ fn run_scenario(sc: &Value) {
         bytes(&sc["keys"]["channel"]),
         "{title}: channel"
     );
+    let line = keys.line.as_ref();
+    let key = |k: &str| sc["keys"].get(k).map(bytes);
+    assert_eq!(
+        line.map(|l| l.waiting.clone()),
+        key("waiting"),
+        "{title}: line"
+    );
+    assert_eq!(line.map(|l| l.until.clone()), key("until"), "{title}: line");
+    assert_eq!(keys.other, key("other"), "{title}: other side");
     let wait = match &sc["wait_ms"] {
         Value::Null => Wait::Forever,
         v => Wait::from_millis_f64(Some(number(v))).unwrap(),
     };
     let config = LockConfig {
         name,
+        kind,
         keys,
         token: Token(sc["token"].as_str().unwrap().into()),
         ttl: Ttl::from_millis_f64(number(&sc["ttl_ms"])).unwrap(),

@@ -19,13 +19,22 @@
 //!     superseded: a rejected write's lease must have started its acquire
 //!     before the lease whose write blocked it was granted (otherwise its
 //!     fence should have been the larger one: the resource's view of (e)).
+//!
+//! For a semaphore of N permits and a read-write lock (leases with a
+//! `role`), (a) replays the resource's rule for their ops (reads newer than
+//! every accepted write, writes newer than everything, a permit's fence
+//! presented by one lease only: `resource::Rule`); (b) is capacity: never
+//! more than N permits, nor a writer beside anyone, believed valid at once;
+//! (e) holds between two leases when one excludes the other (a writer, a
+//! permit of a one-permit semaphore): shared holders may learn of their
+//! grants in another order than the server made them.
 
 use std::collections::{BTreeMap, HashSet};
 
 use fencelock_testkit::exclusion::overlaps;
 
 use crate::history::Record;
-use crate::resource::Write;
+use crate::resource::{Rule, Write};
 
 #[derive(Debug, Default, Clone)]
 pub struct Verdict {
@@ -48,6 +57,8 @@ pub struct Verdict {
 #[derive(Debug, Default)]
 struct Lease {
     worker: String,
+    /// `permit`, `read`, `write`; `None` for the mutex.
+    role: Option<String>,
     fence: u64,
     t0: u64,
     start: u64,
@@ -58,21 +69,18 @@ struct Lease {
 
 /// How many accepted writes in `writes` were stale (property (a)).
 pub fn stale_accepted(writes: &[Write]) -> usize {
-    let mut last: Option<(u64, &str)> = None;
+    let mut rule = Rule::default();
     let mut stale = 0;
     for w in writes.iter().filter(|w| w.accepted) {
-        if let Some((f, lease)) = last {
-            if w.fence < f || (w.fence == f && w.lease != lease) {
-                stale += 1;
-            }
+        if rule.admits(w.op, w.fence, &w.lease).is_err() {
+            stale += 1;
         }
-        if last.is_none_or(|(f, _)| w.fence >= f) {
-            last = Some((w.fence, &w.lease));
-        }
+        rule.accept(w.op, w.fence, &w.lease);
     }
     stale
 }
 
+/// `permits`: a semaphore's permit count (1 otherwise).
 pub fn check(
     records: &[Record],
     writes: &[Write],
@@ -80,31 +88,31 @@ pub fn check(
     finished: &HashSet<String>,
     started: &[String],
     d_findings: Vec<String>,
+    permits: usize,
 ) -> Verdict {
     let mut v = Verdict {
         d: d_findings,
         ..Verdict::default()
     };
 
-    // (a) from the resource's own log.
-    let mut last: Option<(u64, &str)> = None;
+    // (a) from the resource's own log, replayed through the rule.
+    let mut rule = Rule::default();
     for w in writes {
         if !w.accepted {
             v.writes_rejected += 1;
             continue;
         }
         v.writes_accepted += 1;
-        if let Some((f, lease)) = last {
-            if w.fence < f || (w.fence == f && w.lease != lease) {
-                v.a.push(format!(
-                    "stale write accepted: {} wrote fence {} after fence {} was accepted",
-                    w.worker, w.fence, f
-                ));
-            }
+        if let Err(newer) = rule.admits(w.op, w.fence, &w.lease) {
+            v.a.push(format!(
+                "stale {} accepted: {} with fence {} after lease {}.. had one as new",
+                w.op,
+                w.worker,
+                w.fence,
+                newer.get(..12).unwrap_or(&newer)
+            ));
         }
-        if last.is_none_or(|(f, _)| w.fence >= f) {
-            last = Some((w.fence, &w.lease));
-        }
+        rule.accept(w.op, w.fence, &w.lease);
     }
 
     // Assemble leases.
@@ -117,6 +125,7 @@ pub fn check(
             v.critical_sections += 1;
             let l = leases.entry(hash.clone()).or_default();
             l.worker = r.w.clone();
+            l.role = r.role.clone();
             l.fence = r.fence.unwrap_or(0);
             l.start = r.t;
             l.t0 = r.t0.unwrap_or(r.t);
@@ -140,13 +149,17 @@ pub fn check(
 
     // (f) replay the resource's log: who set the fence a write was
     // rejected against, and was that lease granted before this one began?
-    let mut blocker: Option<&str> = None;
+    let mut rule = Rule::default();
     for w in writes {
         if w.accepted {
-            blocker = Some(&w.lease);
+            rule.accept(w.op, w.fence, &w.lease);
             continue;
         }
-        let (Some(k), Some(l)) = (blocker.and_then(|b| leases.get(b)), leases.get(&w.lease)) else {
+        let blocker = rule.admits(w.op, w.fence, &w.lease).err();
+        let (Some(k), Some(l)) = (
+            blocker.as_ref().and_then(|b| leases.get(b)),
+            leases.get(&w.lease),
+        ) else {
             continue;
         };
         if k.start < l.t0 {
@@ -178,7 +191,8 @@ pub fn check(
         }
     }
 
-    // (b) no two believed-valid intervals overlap (the shared sweep).
+    // (b) no two believed-valid intervals overlap (the shared sweep), or
+    // for a semaphore and a read-write lock, no more than they allow.
     let mut windows: Vec<(u64, u64, &str)> = leases
         .iter()
         .filter_map(|(h, l)| {
@@ -188,6 +202,10 @@ pub fn check(
             (end > l.start).then_some((l.start, end, h.as_str()))
         })
         .collect();
+    if leases.values().any(|l| l.role.is_some()) {
+        v.b = over_capacity(&windows, &leases, permits);
+        windows.clear();
+    }
     for (o, i) in overlaps(&mut windows) {
         let ((start, _, hash), (_, oend, ohash)) = (windows[i], windows[o]);
         let (l, ol) = (&leases[hash], &leases[ohash]);
@@ -203,6 +221,10 @@ pub fn check(
 
     // (e) fence order: granted (acquired record) before another acquire
     // started => smaller fence.
+    if leases.values().any(|l| l.role.is_some()) {
+        v.e = fence_order_of_excluding_pairs(&leases, permits);
+        return v;
+    }
     let mut by_grant: Vec<&Lease> = leases.values().collect();
     by_grant.sort_by_key(|l| l.start);
     let mut by_t0: Vec<&Lease> = leases.values().collect();
@@ -225,6 +247,77 @@ pub fn check(
         }
     }
     v
+}
+
+/// Whether a lease excludes every other of its lock: a writer, or a permit
+/// of a one-permit semaphore.
+fn excludes(l: &Lease, permits: usize) -> bool {
+    match l.role.as_deref() {
+        Some("read") => false,
+        Some("permit") => permits == 1,
+        _ => true,
+    }
+}
+
+/// (b) for shared kinds: sweep the believed-valid windows; at no instant
+/// more than `permits` permits, or a writer beside anyone.
+fn over_capacity(
+    windows: &[(u64, u64, &str)],
+    leases: &BTreeMap<String, Lease>,
+    permits: usize,
+) -> Vec<String> {
+    // Ends before starts at one instant: the windows are half-open.
+    let mut edges: Vec<(u64, bool, &str)> = windows
+        .iter()
+        .flat_map(|&(s, e, h)| [(s, true, h), (e, false, h)])
+        .collect();
+    edges.sort();
+    let mut holding: Vec<&str> = Vec::new();
+    let mut found = Vec::new();
+    for (t, start, hash) in edges {
+        if !start {
+            holding.retain(|h| *h != hash);
+            continue;
+        }
+        holding.push(hash);
+        let roles: Vec<&str> = holding
+            .iter()
+            .map(|h| leases[*h].role.as_deref().unwrap_or("mutex"))
+            .collect();
+        let writers = roles.iter().filter(|r| **r == "write").count();
+        let taken = roles.iter().filter(|r| **r == "permit").count();
+        if taken > permits || (writers > 0 && holding.len() > 1) {
+            let l = &leases[hash];
+            found.push(format!(
+                "{} ({} fence {}) believed valid at {:.1} ms beside {} others ({})",
+                l.worker,
+                l.role.as_deref().unwrap_or("mutex"),
+                l.fence,
+                t as f64 / 1e6,
+                holding.len() - 1,
+                roles.join(", ")
+            ));
+        }
+    }
+    found
+}
+
+/// (e) for shared kinds: a lease whose acquire began after another was
+/// granted has the larger fence, when one of the two excludes the other.
+fn fence_order_of_excluding_pairs(leases: &BTreeMap<String, Lease>, permits: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    for m in leases.values() {
+        for l in leases.values() {
+            let ordered = excludes(m, permits) || excludes(l, permits);
+            if ordered && m.start < l.t0 && m.fence >= l.fence {
+                found.push(format!(
+                    "{} got fence {} after {} had been granted fence {}",
+                    l.worker, l.fence, m.worker, m.fence
+                ));
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -274,6 +367,7 @@ mod tests {
     fn write(fence: u64, lease: &str, accepted: bool) -> Write {
         Write {
             t: 0,
+            op: 'W',
             fence,
             lease: lease.into(),
             worker: "w".into(),
@@ -285,7 +379,7 @@ mod tests {
         let killed = killed.iter().map(|s| s.to_string()).collect();
         let finished: HashSet<String> = finished.iter().map(|s| s.to_string()).collect();
         let started: Vec<String> = finished.iter().cloned().collect();
-        check(records, writes, &killed, &finished, &started, Vec::new())
+        check(records, writes, &killed, &finished, &started, Vec::new(), 1)
     }
 
     #[test]
@@ -350,6 +444,7 @@ mod tests {
             &HashSet::new(),
             &["A".into()],
             Vec::new(),
+            1,
         );
         assert_eq!(v.c.len(), 1);
     }
@@ -378,6 +473,75 @@ mod tests {
             &["A", "B"],
         );
         assert!(v.f.is_empty(), "{v:?}");
+    }
+
+    fn with_role(mut records: Vec<Record>, role: &str) -> Vec<Record> {
+        for r in &mut records {
+            r.role = (r.ev == "acquired").then(|| role.to_owned());
+        }
+        records
+    }
+
+    #[test]
+    fn semaphore_and_read_write_capacity_and_ops_are_checked() {
+        // Two permits of a 2-permit semaphore at once: fine; three: (b).
+        let mut r = with_role(section("A", "l1", 1, 0, 10, 990.0, "released"), "permit");
+        r.extend(with_role(
+            section("B", "l2", 2, 2, 10, 990.0, "released"),
+            "permit",
+        ));
+        let finished = ["A", "B", "C"].map(String::from);
+        let set: HashSet<String> = finished.iter().cloned().collect();
+        let none = HashSet::new();
+        let v = check(&r, &[], &none, &set, &finished, Vec::new(), 2);
+        assert!(v.b.is_empty() && v.e.is_empty(), "{v:?}");
+        r.extend(with_role(
+            section("C", "l3", 3, 4, 10, 990.0, "released"),
+            "permit",
+        ));
+        let v = check(&r, &[], &none, &set, &finished, Vec::new(), 2);
+        assert_eq!(v.b.len(), 1, "{v:?}");
+        // Readers share; a writer beside a reader is (b).
+        let mut r = with_role(section("A", "l1", 1, 0, 10, 990.0, "released"), "read");
+        r.extend(with_role(
+            section("B", "l2", 2, 2, 10, 990.0, "released"),
+            "read",
+        ));
+        let v = check(&r, &[], &none, &set, &finished, Vec::new(), 1);
+        assert!(v.b.is_empty(), "{v:?}");
+        r.extend(with_role(
+            section("C", "l3", 3, 4, 10, 990.0, "released"),
+            "write",
+        ));
+        let v = check(&r, &[], &none, &set, &finished, Vec::new(), 1);
+        assert!(!v.b.is_empty(), "{v:?}");
+        // A paused reader's late read after a writer's write: stale (a); a
+        // permit's fence presented by two leases: stale (a).
+        let op = |op: char, fence: u64, lease: &str| Write {
+            op,
+            ..write(fence, lease, true)
+        };
+        let v = run(&[], &[op('W', 5, "w"), op('R', 4, "r")], &[], &[]);
+        assert_eq!(v.a.len(), 1, "{v:?}");
+        let v = run(&[], &[op('R', 6, "r"), op('W', 5, "w")], &[], &[]);
+        assert_eq!(v.a.len(), 1, "a writer older than an accepted read: {v:?}");
+        let v = run(
+            &[],
+            &[op('R', 6, "r"), op('R', 4, "q"), op('W', 7, "w")],
+            &[],
+            &[],
+        );
+        assert!(
+            v.a.is_empty(),
+            "reads need not order among themselves: {v:?}"
+        );
+        let v = run(
+            &[],
+            &[op('P', 6, "x"), op('P', 6, "y"), op('P', 2, "z")],
+            &[],
+            &[],
+        );
+        assert_eq!(v.a.len(), 1, "{v:?}");
     }
 
     #[test]

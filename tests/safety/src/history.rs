@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `start` | `pid`, `lang` | worker process started |
 //! | `acquire_start` | | about to call acquire |
-//! | `acquired` | `lease`, `fence`, `valid_ms`, `t0` | acquire returned a lease (`t0`: its `acquire_start`) |
+//! | `acquired` | `lease`, `fence`, `valid_ms`, `t0`, `role` | acquire returned a lease (`t0`: its `acquire_start`; `role`: `permit`, `read` or `write` for a semaphore or read-write lock, absent for the mutex) |
 //! | `acquire_failed` | `err` | `not_acquired`, `redis`, `other` |
 //! | `write_start` | `lease`, `fence`, `valid_ms` | about to write to the resource |
 //! | `write_end` | `lease`, `fence`, `accepted` | the resource's answer |
@@ -41,6 +41,8 @@ pub struct Record {
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lang: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// Read a history file; a torn last line (SIGKILL mid-write) is skipped.

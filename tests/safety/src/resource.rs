@@ -2,11 +2,20 @@
 //! accepts a write only if its fence is newer than the last accepted one
 //! (`fence > last`, or `fence == last` from the same lease). Every write is
 //! logged in the order the resource applied it, accepted or not; the checker
-//! re-verifies (a) from that log independently of this rule. With the check
-//! disabled (the control run) every write is accepted, so the stale writes
-//! that faults produce become visible to the checker.
+//! re-verifies (a) by replaying that log through [`Rule`], whatever the live
+//! resource answered. With the check disabled (the control run) every write
+//! is accepted, so the stale writes that faults produce become visible to
+//! the checker.
 //!
-//! Protocol: `W <fence> <lease sha256> <worker>\n` -> `1\n` (accepted) or `0\n`.
+//! Protocol: `<op> <fence> <lease sha256> <worker>\n` -> `1\n` (accepted) or
+//! `0\n`. Ops ([`Rule::admits`]):
+//! - `W`, a write (the mutex's, a read-write lock's writer): newer than
+//!   every op accepted before (reads included: a reader that held after a
+//!   paused writer has the larger fence);
+//! - `R`, a read under a read-write lock: newer than every accepted write
+//!   (readers share, so reads need not order among themselves);
+//! - `P`, a use under a semaphore permit: its fence not presented before by
+//!   another lease (permits share, so fences only identify grants).
 
 use std::sync::{Arc, Mutex};
 
@@ -19,15 +28,65 @@ pub struct Write {
     /// When the resource applied it (CLOCK_MONOTONIC ns), for debugging.
     #[allow(dead_code)]
     pub t: u64,
+    /// `W`, `R` or `P` (see the module docs).
+    pub op: char,
     pub fence: u64,
     pub lease: String,
     pub worker: String,
     pub accepted: bool,
 }
 
+/// What the resource has accepted so far, and the rule for the next op.
+#[derive(Debug, Default, Clone)]
+pub struct Rule {
+    /// The newest accepted op of any kind, and the newest write.
+    last: Option<(u64, String)>,
+    last_write: Option<(u64, String)>,
+    /// `P` ops: which lease presented each fence.
+    presented: std::collections::HashMap<u64, String>,
+}
+
+impl Rule {
+    /// Whether `op` with `fence` from `lease` is fresh; `Err` names the
+    /// lease whose op made it stale.
+    pub fn admits(&self, op: char, fence: u64, lease: &str) -> Result<(), String> {
+        let newer = |last: &Option<(u64, String)>| match last {
+            Some((f, l)) if fence < *f || (fence == *f && lease != l) => Err(l.clone()),
+            _ => Ok(()),
+        };
+        match op {
+            'R' => newer(&self.last_write),
+            'P' => match self.presented.get(&fence) {
+                Some(other) if other != lease => Err(other.clone()),
+                _ => Ok(()),
+            },
+            _ => newer(&self.last),
+        }
+    }
+
+    /// Record an accepted op.
+    pub fn accept(&mut self, op: char, fence: u64, lease: &str) {
+        let raise = |last: &mut Option<(u64, String)>| {
+            if last.as_ref().is_none_or(|(f, _)| fence >= *f) {
+                *last = Some((fence, lease.to_owned()));
+            }
+        };
+        match op {
+            'P' => {
+                self.presented.insert(fence, lease.to_owned());
+            }
+            'R' => raise(&mut self.last),
+            _ => {
+                raise(&mut self.last);
+                raise(&mut self.last_write);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    last: Option<(u64, String)>,
+    rule: Rule,
     log: Vec<Write>,
 }
 
@@ -80,23 +139,20 @@ impl Drop for Resource {
 
 fn apply(state: &Mutex<State>, line: &str, check_fence: bool) -> &'static str {
     let parts: Vec<&str> = line.split_whitespace().collect();
-    let [_, fence, lease, worker] = parts.as_slice() else {
+    let [op, fence, lease, worker] = parts.as_slice() else {
         return "E\n";
     };
-    let Ok(fence) = fence.parse::<u64>() else {
+    let (Ok(fence), Some(op)) = (fence.parse::<u64>(), op.chars().next()) else {
         return "E\n";
     };
     let mut st = state.lock().expect("not poisoned");
-    let fresh = match &st.last {
-        None => true,
-        Some((last, last_lease)) => fence > *last || (fence == *last && lease == last_lease),
-    };
-    let accepted = fresh || !check_fence;
+    let accepted = st.rule.admits(op, fence, lease).is_ok() || !check_fence;
     if accepted {
-        st.last = Some((fence, (*lease).to_owned()));
+        st.rule.accept(op, fence, lease);
     }
     st.log.push(Write {
         t: crate::clock::mono_ns(),
+        op,
         fence,
         lease: (*lease).to_owned(),
         worker: (*worker).to_owned(),

@@ -53,9 +53,49 @@ pub enum Fault {
     ClusterReshard,
 }
 
+/// What the workers take: the mutex, a permit of a semaphore of this many,
+/// or a read-write lock's read or write side (see `worker.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prim {
+    Mutex,
+    Semaphore(u32),
+    ReadWrite,
+}
+
+impl Prim {
+    /// The workers' `--primitive`.
+    fn arg(self) -> String {
+        match self {
+            Prim::Mutex => "mutex".into(),
+            Prim::Semaphore(n) => format!("semaphore:{n}"),
+            Prim::ReadWrite => "rw".into(),
+        }
+    }
+
+    /// The sorted sets holding its leases (`lock` is the mutex's key).
+    fn holder_sets(self, lock: &[u8]) -> Vec<Vec<u8>> {
+        let with = |suffix: &str| [lock, suffix.as_bytes()].concat();
+        match self {
+            Prim::Mutex => Vec::new(),
+            Prim::Semaphore(_) => vec![with(":semaphore")],
+            Prim::ReadWrite => vec![with(":rw:writer"), with(":rw:readers")],
+        }
+    }
+
+    /// Its fair line (empty once every worker has stopped waiting).
+    fn line(self, lock: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Prim::Mutex => None,
+            Prim::Semaphore(_) => Some([lock, b":semaphore:waiting"].concat()),
+            Prim::ReadWrite => Some([lock, b":rw:waiting"].concat()),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Spec {
     pub name: &'static str,
+    pub primitive: Prim,
     pub topo: Topo,
     pub fault: Fault,
     /// Resource fence check disabled: the run must find (a) violations.
@@ -84,6 +124,7 @@ const SERVICE: &str = "fencelock";
 pub fn scenarios() -> Vec<Spec> {
     let s = |name, topo, fault, b, e, ttl_ms, what| Spec {
         name,
+        primitive: Prim::Mutex,
         topo,
         fault,
         control: false,
@@ -152,6 +193,34 @@ pub fn scenarios() -> Vec<Spec> {
         Spec { control: true, time_share: 0.5, work_ms: 200,
           ..s("control-failover", Topo::Failover, Fault::Failover, false, false, 1000,
           "failover with the resource's fence check DISABLED, the dead primary's holder paused past the TTL in its 200 ms critical section: must report (a)") },
+        // The semaphore (2 permits, 4 workers: two wait at any time) and the
+        // read-write lock (each worker writes every third time, reads
+        // otherwise). (a) is the resource's rule for their ops, (b) their
+        // capacity (see checker.rs).
+        Spec { primitive: Prim::Semaphore(2), time_share: 0.5,
+          ..s("semaphore-baseline", Topo::Single, Fault::None, true, true, 1000,
+          "semaphore of 2 permits, 4 workers, no faults") },
+        Spec { primitive: Prim::Semaphore(2),
+          ..s("semaphore-kill-holder", Topo::Single, Fault::KillHolder, true, true, 1000,
+          "semaphore of 2: SIGKILL a process holding a permit; its permit expires, the line moves on") },
+        Spec { primitive: Prim::Semaphore(2), work_ms: 5,
+          ..s("semaphore-pause-holder", Topo::Single, Fault::PauseHolder, true, true, 500,
+          "semaphore of 2: SIGSTOP a permit holder for ttl + 300 ms, then SIGCONT") },
+        Spec { primitive: Prim::Semaphore(2),
+          ..s("semaphore-proxy-drop", Topo::Proxied, Fault::ProxyDrop, true, true, 1000,
+          "semaphore of 2 through the proxy cutting every connection every 100-500 ms (unknown outcomes, places left in the line)") },
+        Spec { primitive: Prim::ReadWrite, time_share: 0.5,
+          ..s("rw-baseline", Topo::Single, Fault::None, true, true, 1000,
+          "read-write lock, 4 workers (a write every third time), no faults") },
+        Spec { primitive: Prim::ReadWrite, work_ms: 5,
+          ..s("rw-pause-holder", Topo::Single, Fault::PauseHolder, true, true, 500,
+          "read-write lock: SIGSTOP a reader or the writer for ttl + 300 ms, then SIGCONT: its late read or write must be refused") },
+        Spec { primitive: Prim::ReadWrite,
+          ..s("rw-proxy-drop", Topo::Proxied, Fault::ProxyDrop, true, true, 1000,
+          "read-write lock through the proxy cutting every connection every 100-500 ms") },
+        Spec { primitive: Prim::ReadWrite, control: true, time_share: 0.5, work_ms: 100,
+          ..s("control-rw-pause", Topo::Single, Fault::PauseHolder, true, true, 500,
+          "rw-pause-holder with the resource's check DISABLED, 100 ms critical sections: must report (a)") },
     ]
 }
 
@@ -259,6 +328,7 @@ impl Ctx<'_> {
             stop_file: self.stop_file.clone(),
             topology: self.worker_topology.clone(),
             replicas: self.spec.replicas,
+            primitive: self.spec.primitive.arg(),
         }
     }
 
@@ -334,18 +404,42 @@ impl Ctx<'_> {
         self.servers[self.primary].port
     }
 
-    /// The live worker whose lease currently holds the lock, if any.
+    /// The tokens holding the lock now: the mutex's key, or a semaphore's
+    /// or read-write lock's holders (each remembered for the secrets check).
+    async fn holder_tokens(&mut self) -> Vec<Vec<u8>> {
+        let port = self.data_port();
+        let mut tokens = Vec::new();
+        let sets = self.spec.primitive.holder_sets(&self.lock_key);
+        if sets.is_empty() {
+            if let Ok(reply) = resp::cmd(port, &[b"GET", &self.lock_key]).await {
+                tokens.extend(reply.as_bytes().map(<[u8]>::to_vec));
+            }
+        }
+        for set in sets {
+            if let Ok(resp::Value::Array(Some(members))) =
+                resp::cmd(port, &[b"ZRANGE", &set, b"0", b"-1"]).await
+            {
+                tokens.extend(
+                    members
+                        .iter()
+                        .filter_map(|m| m.as_bytes().map(<[u8]>::to_vec)),
+                );
+            }
+        }
+        self.tokens.extend(tokens.iter().cloned());
+        tokens
+    }
+
+    /// A live worker whose lease currently holds the lock, if any.
     async fn holder(&mut self) -> Option<usize> {
-        let token = resp::cmd(self.data_port(), &[b"GET", &self.lock_key])
-            .await
-            .ok()?;
-        let token = token.as_bytes()?.to_vec();
-        let hash = sha256_hex(&token);
-        self.tokens.insert(token);
-        let needle = format!("\"ev\":\"acquired\",\"lease\":\"{hash}\"");
-        self.workers
-            .iter()
-            .position(|w| std::fs::read_to_string(&w.history).is_ok_and(|h| h.contains(&needle)))
+        let holders = self.holder_tokens().await;
+        holders.iter().find_map(|token| {
+            let hash = sha256_hex(token);
+            let needle = format!("\"ev\":\"acquired\",\"lease\":\"{hash}\"");
+            self.workers.iter().position(|w| {
+                std::fs::read_to_string(&w.history).is_ok_and(|h| h.contains(&needle))
+            })
+        })
     }
 
     fn signal_worker(&self, i: usize, sig: Signal) {
@@ -679,9 +773,30 @@ impl Ctx<'_> {
             Topo::Failover | Topo::Sentinel | Topo::Cluster => vec![self.data_port()],
             _ => self.servers.iter().map(|s| s.port).collect(),
         };
+        // A primitive's holders live in sorted sets. Its line empties as
+        // waiters give up; a place whose leaving was lost (a cut connection)
+        // lapses within 3 s (the core's `Kind::line_patience`), never later.
+        let mut keys = self.spec.primitive.holder_sets(&self.lock_key);
+        if keys.is_empty() {
+            keys.push(self.lock_key.clone());
+        }
+        let line = self.spec.primitive.line(&self.lock_key);
+        let mut line_ms = 0i64;
+        for (&port, line) in ports.iter().flat_map(|p| line.iter().map(move |l| (p, l))) {
+            match resp::cmd(port, &[b"PTTL", line]).await {
+                Ok(resp::Value::Int(-1)) => {
+                    findings.push(format!("a line without TTL on 127.0.0.1:{port}"))
+                }
+                Ok(resp::Value::Int(ms)) if ms > 3_000 => {
+                    findings.push(format!("the line's PTTL {ms} ms exceeds a place's 3 s"))
+                }
+                Ok(resp::Value::Int(ms)) => line_ms = line_ms.max(ms),
+                other => findings.push(format!("PTTL on 127.0.0.1:{port}: {other:?}")),
+            }
+        }
         let mut wait_ms = 0i64;
-        for &port in &ports {
-            match resp::cmd(port, &[b"PTTL", &self.lock_key]).await {
+        for (&port, key) in ports.iter().flat_map(|p| keys.iter().map(move |k| (p, k))) {
+            match resp::cmd(port, &[b"PTTL", key]).await {
                 Ok(resp::Value::Int(-1)) => {
                     findings.push(format!("lock key without TTL on 127.0.0.1:{port}"))
                 }
@@ -692,11 +807,19 @@ impl Ctx<'_> {
         if wait_ms > self.spec.ttl_ms as i64 {
             findings.push(format!("lock key PTTL {wait_ms} ms exceeds the TTL"));
         }
+        let wait_ms = wait_ms.clamp(0, self.spec.ttl_ms as i64).max(line_ms);
         if wait_ms > 0 {
-            sleep_ms(wait_ms.clamp(0, self.spec.ttl_ms as i64) as u64 + 50).await;
+            sleep_ms(wait_ms as u64 + 50).await;
         }
-        for &port in &ports {
-            if let Ok(resp::Value::Int(1)) = resp::cmd(port, &[b"EXISTS", &self.lock_key]).await {
+        for (&port, line) in ports.iter().flat_map(|p| line.iter().map(move |l| (p, l))) {
+            if let Ok(resp::Value::Int(1)) = resp::cmd(port, &[b"EXISTS", line]).await {
+                findings.push(format!(
+                    "a place in the line outlived its waiter on 127.0.0.1:{port}"
+                ));
+            }
+        }
+        for (&port, key) in ports.iter().flat_map(|p| keys.iter().map(move |k| (p, k))) {
+            if let Ok(resp::Value::Int(1)) = resp::cmd(port, &[b"EXISTS", key]).await {
                 findings.push(format!("lock still held on 127.0.0.1:{port} after its TTL"));
             }
         }
@@ -903,11 +1026,7 @@ async fn run_inner(
             && checker::stale_accepted(&resource.log()) == 0
     };
     while mono_ns() < ctx.deadline || must_go_on(&ctx) {
-        if let Ok(reply) = resp::cmd(ctx.data_port(), &[b"GET", &ctx.lock_key]).await {
-            if let Some(t) = reply.as_bytes() {
-                ctx.tokens.insert(t.to_vec());
-            }
-        }
+        ctx.holder_tokens().await;
         if let Err(e) = ctx.nemesis_step().await {
             nemesis_error = Some(e);
             break;
@@ -960,6 +1079,10 @@ async fn run_inner(
         &finished,
         &ctx.started,
         d_findings,
+        match spec.primitive {
+            Prim::Semaphore(n) => n as usize,
+            _ => 1,
+        },
     );
     let mut verdict = verdict;
     verdict.secrets = leaks;

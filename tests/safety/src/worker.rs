@@ -2,6 +2,11 @@
 //! recording every step. Python (`workers/worker.py`) and Node
 //! (`workers/worker.js`) implement the same loop with the same arguments and
 //! the same history schema.
+//!
+//! `--primitive`: `mutex` (the lock; resource op `W`), `semaphore:N` (a
+//! permit of N; op `P`) or `rw` (a read-write lock: iteration i, counted
+//! from 0, takes the write lock when i % 3 == 0 (op `W`), else a read lock
+//! (op `R`)). Leases of a primitive record their `role`.
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -35,6 +40,8 @@ pub struct WorkerArgs {
     pub topology: String,
     /// `replicas=N` of the client.
     pub replicas: u32,
+    /// `mutex`, `semaphore:N` or `rw`.
+    pub primitive: String,
 }
 
 impl WorkerArgs {
@@ -70,6 +77,8 @@ impl WorkerArgs {
             self.topology.clone(),
             "--replicas".into(),
             self.replicas.to_string(),
+            "--primitive".into(),
+            self.primitive.clone(),
         ]
     }
 
@@ -101,6 +110,7 @@ impl WorkerArgs {
             stop_file: get("--stop-file")?.into(),
             topology: get("--topology")?,
             replicas: num("--replicas")? as u32,
+            primitive: get("--primitive")?,
         })
     }
 }
@@ -130,6 +140,7 @@ fn kind(e: &Error) -> String {
         Error::LockLost { .. } => "lock_lost".into(),
         Error::Redis { .. } => "redis".into(),
         Error::Closed { .. } => "closed".into(),
+        Error::StaleFence { .. } => "stale_fence".into(),
         Error::InvalidArgument(_) => "invalid_argument".into(),
     }
 }
@@ -185,8 +196,19 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let lock_options = LockOptions::new(Duration::from_millis(args.ttl_ms))
         .wait(Duration::from_millis(args.wait_ms))
         .auto_renew(args.auto_renew);
+    let permits: Option<u32> = match args.primitive.split_once(':') {
+        Some(("semaphore", n)) => Some(n.parse().map_err(|e| format!("--primitive: {e}"))?),
+        _ => None,
+    };
     let mut i = 0;
     while i < args.iterations && mono_ns() < deadline && !args.stop_file.exists() {
+        // The role of this iteration (see the module docs) and its resource op.
+        let (role, op) = match (permits, args.primitive.as_str()) {
+            (Some(_), _) => (Some("permit"), 'P'),
+            (None, "rw") if i % 3 == 0 => (Some("write"), 'W'),
+            (None, "rw") => (Some("read"), 'R'),
+            _ => (None, 'W'),
+        };
         i += 1;
         let t0 = mono_ns();
         log.rec(Record {
@@ -194,7 +216,20 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             ev: "acquire_start".into(),
             ..Default::default()
         });
-        let lease = match client.acquire(args.lock.as_str(), &lock_options).await {
+        let name = args.lock.as_str();
+        let acquired = match (permits, role) {
+            (Some(n), _) => match client.semaphore(name, n) {
+                Ok(sem) => sem.acquire(&lock_options).await,
+                Err(e) => Err(e),
+            },
+            (None, Some(role)) => match client.rw_lock(name) {
+                Ok(rw) if role == "write" => rw.write(&lock_options).await,
+                Ok(rw) => rw.read(&lock_options).await,
+                Err(e) => Err(e),
+            },
+            (None, None) => client.acquire(name, &lock_options).await,
+        };
+        let lease = match acquired {
             Ok(lease) => lease,
             Err(e) => {
                 log.rec(Record {
@@ -220,6 +255,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             fence: Some(fence),
             valid_ms: Some(ms_f(lease.valid_for())),
             t0: Some(t0),
+            role: role.map(str::to_owned),
             ..Default::default()
         });
         tokio::time::sleep(Duration::from_millis(args.work_ms)).await;
@@ -232,7 +268,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             valid_ms: Some(ms_f(lease.valid_for())),
             ..Default::default()
         });
-        let accepted = resource.write(fence, &hash, &args.id).await?;
+        let accepted = resource.write(op, fence, &hash, &args.id).await?;
         log.rec(Record {
             ev: "write_end".into(),
             lease: Some(hash.clone()),
@@ -289,9 +325,15 @@ impl Resource {
         })
     }
 
-    async fn write(&mut self, fence: u64, lease: &str, worker: &str) -> Result<bool, String> {
+    async fn write(
+        &mut self,
+        op: char,
+        fence: u64,
+        lease: &str,
+        worker: &str,
+    ) -> Result<bool, String> {
         self.w
-            .write_all(format!("W {fence} {lease} {worker}\n").as_bytes())
+            .write_all(format!("{op} {fence} {lease} {worker}\n").as_bytes())
             .await
             .map_err(|e| format!("resource: {e}"))?;
         let mut line = String::new();

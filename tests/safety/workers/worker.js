@@ -69,10 +69,18 @@ async function main () {
       waiting.shift()(line.trim() === '1')
     }
   })
-  const write = (fence, lease) => new Promise((resolve) => {
+  const write = (op, fence, lease) => new Promise((resolve) => {
     waiting.push(resolve)
-    sock.write(`W ${fence} ${lease} ${a.id}\n`)
+    sock.write(`${op} ${fence} ${lease} ${a.id}\n`)
   })
+  // --primitive (see src/worker.rs): mutex, semaphore:N, or rw (write when i % 3 === 0).
+  const [primitive, permits] = a.primitive.split(':')
+  const roleOf = (i) => primitive === 'semaphore' ? ['permit', 'P'] : primitive === 'rw' ? (i % 3 === 0 ? ['write', 'W'] : ['read', 'R']) : [undefined, 'W']
+  const acquire = (role, options) => {
+    if (primitive === 'semaphore') return client.semaphore(a.lock, { permits: Number(permits) }).acquire(options)
+    if (primitive === 'rw') return client.rwLock(a.lock)[role === 'write' ? 'writer' : 'reader'].acquire(options)
+    return client.acquire(a.lock, options)
+  }
 
   const ttl = Number(a['ttl-ms'])
   const wait = Number(a['wait-ms'])
@@ -80,11 +88,12 @@ async function main () {
   const thinkMs = Number(a['think-ms'])
   const iterations = Number(a.iterations)
   for (let i = 0; i < iterations && now() < deadline && !fs.existsSync(a['stop-file']); i++) {
+    const [role, op] = roleOf(i)
     const t0 = now()
     rec('acquire_start', {}, t0)
     let lease
     try {
-      lease = await client.acquire(a.lock, { ttl, wait, autoRenew: a['auto-renew'] === '1' })
+      lease = await acquire(role, { ttl, wait, autoRenew: a['auto-renew'] === '1' })
     } catch (err) {
       if (err instanceof NotAcquiredError) {
         rec('acquire_failed', { err: 'not_acquired' })
@@ -100,11 +109,11 @@ async function main () {
     let t = now() // timestamp first, then validity
     const h = crypto.createHash('sha256').update(lease.token).digest('hex')
     const fence = Number(lease.fence)
-    rec('acquired', { lease: h, fence, valid_ms: lease.validFor, t0 }, t)
+    rec('acquired', { lease: h, fence, valid_ms: lease.validFor, t0, role }, t)
     await sleep(workMs)
     t = now()
     rec('write_start', { lease: h, fence, valid_ms: lease.validFor }, t)
-    const accepted = await write(fence, h)
+    const accepted = await write(op, fence, h)
     rec('write_end', { lease: h, fence, accepted })
     t = now()
     rec('release_start', { lease: h, valid_ms: lease.validFor }, t)

@@ -19,7 +19,7 @@ import fencelock
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    for flag in ("--id", "--urls", "--lock", "--history", "--stop-file", "--topology"):
+    for flag in ("--id", "--urls", "--lock", "--history", "--stop-file", "--topology", "--primitive"):
         p.add_argument(flag, required=True)
     for flag in ("--ttl-ms", "--wait-ms", "--work-ms", "--think-ms", "--auto-renew", "--iterations", "--resource", "--replicas"):
         p.add_argument(flag, required=True, type=int)
@@ -55,19 +55,31 @@ def main() -> None:
     res.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     res_file = res.makefile("r")
 
-    def write(fence: int, lease: str) -> bool:
-        res.sendall(f"W {fence} {lease} {a.id}\n".encode())
+    def write(op: str, fence: int, lease: str) -> bool:
+        res.sendall(f"{op} {fence} {lease} {a.id}\n".encode())
         return res_file.readline().strip() == "1"
 
     ttl = a.ttl_ms / 1000.0
     wait = a.wait_ms / 1000.0
+    # --primitive (see src/worker.rs): mutex, semaphore:N, or rw (write when i % 3 == 0).
+    primitive, _, permits = a.primitive.partition(":")
     i = 0
     while i < a.iterations and time.monotonic_ns() < deadline and not os.path.exists(a.stop_file):
+        role, op = {"semaphore": ("permit", "P"), "rw": ("write", "W") if i % 3 == 0 else ("read", "R")}.get(
+            primitive, (None, "W")
+        )
         i += 1
         t0 = time.monotonic_ns()
         rec("acquire_start", t=t0)
+        renew = a.auto_renew == 1
         try:
-            lease = client.acquire(a.lock, ttl=ttl, wait=wait, auto_renew=a.auto_renew == 1)
+            if primitive == "semaphore":
+                lease = client.semaphore(a.lock, int(permits)).acquire(ttl=ttl, wait=wait, auto_renew=renew)
+            elif primitive == "rw":
+                side = client.rw_lock(a.lock).writer if role == "write" else client.rw_lock(a.lock).reader
+                lease = side.acquire(ttl=ttl, wait=wait, auto_renew=renew)
+            else:
+                lease = client.acquire(a.lock, ttl=ttl, wait=wait, auto_renew=renew)
         except fencelock.NotAcquired:
             rec("acquire_failed", err="not_acquired")
             continue
@@ -78,11 +90,11 @@ def main() -> None:
         t = time.monotonic_ns()  # timestamp first, then validity
         h = hashlib.sha256(lease.token.encode()).hexdigest()
         fence = lease.fence
-        rec("acquired", t=t, lease=h, fence=fence, valid_ms=lease.valid_for * 1000.0, t0=t0)
+        rec("acquired", t=t, lease=h, fence=fence, valid_ms=lease.valid_for * 1000.0, t0=t0, role=role)
         time.sleep(a.work_ms / 1000.0)
         t = time.monotonic_ns()
         rec("write_start", t=t, lease=h, fence=fence, valid_ms=lease.valid_for * 1000.0)
-        accepted = write(fence, h)
+        accepted = write(op, fence, h)
         rec("write_end", lease=h, fence=fence, accepted=accepted)
         t = time.monotonic_ns()
         rec("release_start", t=t, lease=h, valid_ms=lease.valid_for * 1000.0)

@@ -16,6 +16,7 @@ fn kind(e: &Error) -> &'static str {
         Error::LockLost { .. } => "LockLost",
         Error::Redis { .. } => "Redis",
         Error::Closed { .. } => "Closed",
+        Error::StaleFence { .. } => "StaleFence",
     }
 }
 
@@ -37,7 +38,22 @@ async fn handle(
             if let Some(wait) = ms(&req["wait"]) {
                 options = options.wait(wait);
             }
-            let got = if op == "acquire" {
+            let primitive = &req["primitive"];
+            let got = if let Some(permits) = primitive["semaphore"].as_u64() {
+                let sem = client.semaphore(name, permits as u32)?;
+                match op {
+                    "acquire" => Some(sem.acquire(&options).await?),
+                    _ => sem.try_acquire(&options).await?,
+                }
+            } else if let Some(side) = primitive["rw"].as_str() {
+                let rw = client.rw_lock(name)?;
+                match (op, side) {
+                    ("acquire", "read") => Some(rw.read(&options).await?),
+                    ("acquire", _) => Some(rw.write(&options).await?),
+                    (_, "read") => rw.try_read(&options).await?,
+                    _ => rw.try_write(&options).await?,
+                }
+            } else if op == "acquire" {
                 Some(client.acquire(name, &options).await?)
             } else {
                 client.try_acquire(name, &options).await?

@@ -1,0 +1,4 @@
+// ESM entry of fencelock/sql.
+import cjs from './sql.js'
+
+export const { fencedUpdate } = cjs
