@@ -262,6 +262,7 @@ def summarize(args, kind: str, results, elapsed: float, cpu: float, workers: int
         "rate": round(len(lat) / elapsed, 1),
         "p50_us": round(pct(0.5), 1),
         "p99_us": round(pct(0.99), 1),
+        "p999_us": round(pct(0.999), 1),
         "cpu_us_per_cycle": round(cpu * 1e6 / len(lat), 2) if lat else None,
         "errors": sum(r[1] for r in results),
         "min_per_worker": min(per),
