@@ -7,16 +7,15 @@ waiter of another client still gets its turn. Sync and asyncio."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
 import fencelock
 from conftest import Redis, lock_keys, run, wait_until
-from fltest import Monitor, script_calls, vectors
+from fltest import Monitor, script_calls, start_in_line, vectors
 
 SCRIPTS: Dict[str, str] = vectors("commands.json")["scripts"]
 
@@ -40,40 +39,13 @@ def monitor(redis_url: str) -> Iterator[Monitor]:
     m.close()
 
 
-def in_line_of(name: str) -> Callable[[Callable[[], None]], None]:
-    """Run `start` (which starts an acquire of `name` on another thread) and
-    return once that acquire is in its client's local line: the client logs
-    "in line behind ..." after the place is taken, inside the call."""
-
-    def run_until_in_line(start: Callable[[], None]) -> None:
-        in_line = threading.Event()
-
-        class InLine(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                if record.getMessage().startswith("in line behind") and name in record.getMessage():
-                    in_line.set()
-
-        logger = logging.getLogger("fencelock")
-        handler, level = InLine(logging.DEBUG), logger.level
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        try:
-            start()
-            assert in_line.wait(30), "the waiter never lined up"
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
-
-    return run_until_in_line
-
-
 def test_a_release_hands_the_lock_to_a_waiting_thread_in_one_round_trip(
     client: fencelock.Client, r: Redis, monitor: Monitor, name: str
 ) -> None:
     holder = client.acquire(name, ttl=60)
     got: List[fencelock.Lease] = []
     waiter = threading.Thread(target=lambda: got.append(client.acquire(name, ttl=5, wait=30)))
-    in_line_of(name)(waiter.start)
+    start_in_line(name, waiter.start)
     holder.release()
     waiter.join(30)
     (lease,) = got
@@ -162,7 +134,7 @@ def test_redlock_hands_the_lock_over_on_every_node(redlock_urls: List[str], name
             holder = client.acquire(name, ttl=60)
             got: List[fencelock.Lease] = []
             waiter = threading.Thread(target=lambda: got.append(client.acquire(name, ttl=60, wait=30)))
-            in_line_of(name)(waiter.start)
+            start_in_line(name, waiter.start)
             holder.release()
             waiter.join(30)
             (lease,) = got

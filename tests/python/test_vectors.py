@@ -6,7 +6,6 @@ files."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -14,7 +13,18 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 import fencelock
-from fltest import TOKEN, Monitor, Redis, Server, as_bytes, as_name, number, script_calls, vectors
+from fltest import (
+    TOKEN,
+    Monitor,
+    Redis,
+    Server,
+    as_bytes,
+    as_name,
+    number,
+    script_calls,
+    start_in_line,
+    vectors,
+)
 
 COMMANDS = vectors("commands.json")
 SCRIPTS: Dict[str, str] = COMMANDS["scripts"]
@@ -224,25 +234,8 @@ class Waiter:
         self.thread: Optional[threading.Thread] = None
 
     def start(self, acquire: Callable[[], fencelock.Lease]) -> None:
-        in_line = threading.Event()
-        shown = self.name if isinstance(self.name, str) else repr(self.name)
-
-        class InLine(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                if record.getMessage().startswith("in line behind") and shown in record.getMessage():
-                    in_line.set()
-
-        logger = logging.getLogger("fencelock")
-        handler, level = InLine(logging.DEBUG), logger.level
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        try:
-            self.thread = threading.Thread(target=lambda: setattr(self, "result", outcome_of(acquire)), daemon=True)
-            self.thread.start()
-            assert in_line.wait(30), "the waiter never lined up"
-        finally:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
+        self.thread = threading.Thread(target=lambda: setattr(self, "result", outcome_of(acquire)), daemon=True)
+        start_in_line(self.name, self.thread.start)
 
     def outcome(self) -> Tuple[Any, Any]:
         assert self.thread is not None
