@@ -160,8 +160,10 @@ def test_ctrl_c_at_random_moments_of_a_blocked_acquire(redis_url: str, r: Redis,
     lock_key = lock_keys(name)[0]
     for i in range(8):
         timer = threading.Timer(0.001 + 0.013 * i, _thread.interrupt_main)
-        timer.start()
         with pytest.raises(KeyboardInterrupt):
+            # Started inside: on a loaded machine the 1 ms timer can fire
+            # while `start()` still waits for its thread.
+            timer.start()
             client.acquire(name, ttl=30.0)
         timer.join()
     wait_until(lambda: subscribers(r, name) == 0, what="the interrupted waiters to leave")

@@ -83,6 +83,34 @@
 //! }
 //! ```
 //!
+//! # Semaphore and read-write lock
+//!
+//! The README's Rust example (kept identical; compiled as a doctest, run
+//! against Redis in `tests/semaphore.rs` and `tests/rw_lock.rs`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn primitives(client: &Client) -> Result<(), Error> {
+//!     let options = LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5));
+//!     // Up to 3 leases at once; every client of it passes the same count.
+//!     let pool = client.semaphore("db-pool", 3)?;
+//!     let permit = pool.acquire(&options).await?; // its own fence, renewal, loss
+//!     println!("permit fence {}", permit.fence());
+//!     permit.release().await?;
+//!
+//!     // Many readers or one writer; a waiting writer keeps new readers out.
+//!     let doc = client.rw_lock("doc:7")?;
+//!     let reader = doc.read(&options).await?;
+//!     assert!(doc.try_write(&options).await?.is_none());
+//!     reader.release().await?;
+//!     let writer = doc.write(&options).await?;
+//!     writer.release().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Operations: listing, watching, metrics
 //!
 //! The README's Rust operations example (kept identical; compiled as a

@@ -27,8 +27,9 @@ fn readme_quick_start_matches_the_doctest() {
         .map(|l| l.strip_prefix(' ').unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
-    // The quick start, the renewal controls, the fenced writes.
-    for nth in 0..3 {
+    // The quick start, the renewal controls, the fenced writes, the
+    // semaphore and read-write lock.
+    for nth in 0..4 {
         assert_eq!(
             code_block(section, "```rust,no_run", nth),
             code_block(&docs, "```no_run", nth)
@@ -40,6 +41,6 @@ fn readme_quick_start_matches_the_doctest() {
         .expect("README has an Operations section")..];
     assert_eq!(
         code_block(operations, "```rust,no_run", 0),
-        code_block(&docs, "```no_run", 2)
+        code_block(&docs, "```no_run", 4)
     );
 }

@@ -9,8 +9,37 @@
 
 use std::path::{Path, PathBuf};
 
+use fencelock_core::{Kind, Permits};
 use fencelock_testkit::Seen;
 use serde_json::Value;
+
+/// A commands.json scenario's `primitive` (`{"semaphore": permits}`,
+/// `{"rw": "read" | "write"}`): the mutex when absent.
+pub fn kind_of(sc: &Value) -> Kind {
+    let primitive = &sc["primitive"];
+    if let Some(permits) = primitive.get("semaphore") {
+        return Kind::Semaphore(Permits::new(permits.as_u64().unwrap()).unwrap());
+    }
+    match primitive.get("rw").and_then(Value::as_str) {
+        Some("read") => Kind::Read,
+        Some("write") => Kind::Write,
+        Some(other) => panic!("unknown rw side {other}"),
+        None => Kind::Mutex,
+    }
+}
+
+/// A commands.json scenario's argument: `$token` (and a handoff's
+/// `$waiter_token`) kept as the mask, `$key` the scenario's key of that
+/// name, anything else its bytes.
+pub fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
+    match v.as_str() {
+        Some(mask @ ("$token" | "$waiter_token")) => mask.as_bytes().to_vec(),
+        Some(key) if key.starts_with('$') && sc["keys"].get(&key[1..]).is_some() => {
+            bytes(&sc["keys"][&key[1..]])
+        }
+        _ => bytes(v),
+    }
+}
 
 /// `tests/vectors/<file>` parsed.
 pub fn vectors(file: &str) -> Value {

@@ -6,24 +6,14 @@
 
 use std::time::Duration;
 
-use fencelock::{Acquire, Client, ClientOptions, Error, Lease, LockOptions};
-use fencelock_conformance::{bytes, is_token, script_calls, vectors};
+use fencelock::{Acquire, Client, ClientOptions, Error, Kind, Lease, LockOptions};
+use fencelock_conformance::{bytes, is_token, kind_of, resolve, script_calls, vectors};
 use fencelock_testkit::resp::{Conn, Value as Resp};
 use fencelock_testkit::{redis_url, Monitor};
 use serde_json::Value;
 
 /// (script name, KEYS, ARGV) of one script call.
 type Call = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
-
-fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
-    match v.as_str() {
-        Some("$lock") => bytes(&sc["keys"]["lock"]),
-        Some("$fence") => bytes(&sc["keys"]["fence"]),
-        Some("$channel") => bytes(&sc["keys"]["channel"]),
-        Some(placeholder @ ("$token" | "$waiter_token")) => placeholder.as_bytes().to_vec(),
-        _ => bytes(v),
-    }
-}
 
 fn raw_cmd(raw: &mut Conn, cmd: &Value, sc: &Value) {
     let args: Vec<Vec<u8>> = cmd
@@ -74,6 +64,17 @@ fn token_of(lease: &Option<Lease>) -> Option<Vec<u8>> {
     lease.as_ref().map(|l| l.token().as_bytes().to_vec())
 }
 
+/// The scenario's acquire, through the handle its primitive has.
+async fn acquire(client: &Client, sc: &Value, lock: &LockOptions) -> Result<Lease, Error> {
+    let name = bytes(&sc["lock_name"]);
+    match kind_of(sc) {
+        Kind::Mutex => client.acquire(name, lock).await,
+        Kind::Semaphore(permits) => client.semaphore(name, permits.get())?.acquire(lock).await,
+        Kind::Read => client.rw_lock(name)?.read(lock).await,
+        Kind::Write => client.rw_lock(name)?.write(lock).await,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_scenarios_send_exactly_the_vectors_commands() {
     let doc = vectors("commands.json");
@@ -120,14 +121,12 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
             let who = usize::from(step["lease"] == "waiter");
             if let Some(call) = step["call"].as_str() {
                 got[who] = match call {
+                    // The waiter (a mutex lease) lines up inside the call.
                     "acquire" if who == 1 => {
                         waiting = Some(client.acquire(bytes(&sc["lock_name"]), &lock));
                         continue;
                     }
-                    "acquire" => acquired(
-                        client.acquire(bytes(&sc["lock_name"]), &lock).await,
-                        &mut leases[0],
-                    ),
+                    "acquire" => acquired(acquire(&client, sc, &lock).await, &mut leases[0]),
                     "extend" => {
                         let ttl = step["ttl_ms"].as_u64().map(Duration::from_millis);
                         outcome(leases[who].as_ref().unwrap().extend(ttl).await)
@@ -159,8 +158,8 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
                 }
             } else if let Some(want) = step.get("outcome").filter(|o| !o.is_null()) {
                 if who == 1 {
-                    if let Some(acquire) = waiting.take() {
-                        got[1] = acquired(acquire.await, &mut leases[1]);
+                    if let Some(waiter) = waiting.take() {
+                        got[1] = acquired(waiter.await, &mut leases[1]);
                     }
                 }
                 let mut got = got[who].clone();

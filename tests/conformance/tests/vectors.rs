@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
-use fencelock_conformance::{bytes, number, vectors};
+use fencelock_conformance::{bytes, kind_of, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
-    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Kind, Listing, Lock,
-    LockConfig, LockName, NamePattern, Permits, Reply, RetryPolicy, Script, Successor, Token, Ttl,
-    Wait, Writer,
+    Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Listing, Lock, LockConfig,
+    LockName, NamePattern, Reply, RetryPolicy, Script, Successor, Token, Ttl, Wait, Writer,
 };
 use serde_json::Value;
 
@@ -199,20 +198,6 @@ fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
             bytes(&scenario["keys"][&key[1..]])
         }
         _ => bytes(v),
-    }
-}
-
-/// The scenario's `primitive`: the mutex when absent.
-fn kind_of(sc: &Value) -> Kind {
-    let primitive = &sc["primitive"];
-    if let Some(permits) = primitive.get("semaphore") {
-        return Kind::Semaphore(Permits::new(permits.as_u64().unwrap()).unwrap());
-    }
-    match primitive.get("rw").and_then(Value::as_str) {
-        Some("read") => Kind::Read,
-        Some("write") => Kind::Write,
-        Some(other) => panic!("unknown rw side {other}"),
-        None => Kind::Mutex,
     }
 }
 
