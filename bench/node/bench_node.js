@@ -244,6 +244,7 @@ async function runCycles(a, kind) {
     lang: 'node', scenario: a.scenario, impl: kind, cycles: lat.length,
     secs: Number(elapsed.toFixed(4)), rate: Number((lat.length / elapsed).toFixed(1)),
     p50_us: pct(0.5) && Number(pct(0.5).toFixed(1)), p99_us: pct(0.99) && Number(pct(0.99).toFixed(1)),
+    p999_us: pct(0.999) && Number(pct(0.999).toFixed(1)),
     cpu_us_per_cycle: lat.length ? Number((cpu / lat.length).toFixed(2)) : null,
     wakeups_per_cycle: lat.length ? Number((wakes / lat.length).toFixed(2)) : null,
     errors: results.reduce((s, r) => s + r.errors, 0),

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Error, Instant, Script, WaitReplicas};
+use crate::{Error, Handoff, Instant, Script, WaitReplicas};
 
 /// Identifies one command so its reply can be matched to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,6 +78,10 @@ pub enum Event {
     ExtendFailed(Error),
     /// `release` finished: `Ok` or `LockLost`/`Redis`.
     Released(Result<(), Error>),
+    /// `release_to` is done with its successor (comes just before
+    /// `Released`): hand this to the successor's lock, `accept_handoff`
+    /// (or `refuse_handoff` if its caller left). Its key may be set.
+    Handoff(Handoff),
     /// A release (or a compensating release) deleted the key, but the server
     /// refused its PUBLISH — typically an ACL user without channel rights
     /// (`&prefix*`). The release itself succeeded; waiters in other clients

@@ -12,8 +12,9 @@
 //! this loop for it, and this section is the contract both sides keep:
 //!
 //! 1. **Input.** Make one call with the current time:
-//!    - an application call: [`Lock::acquire`], [`Lock::extend`],
-//!      [`Lock::release`], [`Lock::cancel`], [`Lock::stop_renewing`];
+//!    - an application call: [`Lock::acquire`] (or [`Lock::accept_handoff`],
+//!      [`Lock::refuse_handoff`]), [`Lock::extend`], [`Lock::release`] (or
+//!      [`Lock::release_to`]), [`Lock::cancel`], [`Lock::stop_renewing`];
 //!    - or what happened outside: [`Lock::handle_reply`] (the reply to a
 //!      command sent earlier), [`Lock::handle_wakeup`] (a release
 //!      notification, or the subscription asked for is active),
@@ -91,7 +92,7 @@ pub use io::{Command, CommandId, Event, Reply, RetryPolicy};
 pub use keys::{KeySpace, LineKeys, LockKeys};
 pub use kind::{Kind, Permits};
 pub use listing::{Listing, Page, SCAN_COUNT};
-pub use lock::{Lock, LockConfig, LockStats, Progress, State, Token};
+pub use lock::{Handoff, Lock, LockConfig, LockStats, Progress, State, Successor, Token};
 pub use name::{LockName, MAX_NAME_BYTES};
 pub use pattern::NamePattern;
 pub use replicas::{replica_count, replica_count_int, WaitReplicas};

@@ -61,6 +61,12 @@ pub enum Script {
     /// channel?]`, `ARGV[token, "SPUBLISH"?]` → the release's 1, 2 or 0;
     /// also leaves the line.
     FairMutexRelease,
+    /// `KEYS[lock, fence, channel]`, `ARGV[token, waiter's token, its ttl_ms,
+    /// its fence_ttl_ms, "SPUBLISH"?]` → `{1, "fence"}` handed over to the
+    /// waiter, `{2, 1}` released (waiters woken), `{2, 0}` released but the
+    /// PUBLISH was refused, `{0, pttl}` not ours: a mutex's release that
+    /// hands the lock to the next local waiter while no other client listens.
+    Handoff,
 }
 
 /// What a script does for a lease: the reply shape the core reads, the
@@ -70,6 +76,8 @@ pub(crate) enum Role {
     Acquire,
     Extend,
     Release,
+    /// A mutex's release that may hand the lock to a local waiter.
+    Handoff,
     RaiseFence,
     Reclaim,
     /// Not a lease's command (inspect, force-release, a fenced write).
@@ -77,7 +85,7 @@ pub(crate) enum Role {
 }
 
 impl Script {
-    pub const ALL: [Script; 16] = [
+    pub const ALL: [Script; 17] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
@@ -94,6 +102,7 @@ impl Script {
         Script::HoldersInspect,
         Script::FairMutexAcquire,
         Script::FairMutexRelease,
+        Script::Handoff,
     ];
 
     pub(crate) const fn role(self) -> Role {
@@ -104,6 +113,7 @@ impl Script {
             | Script::FairMutexAcquire => Role::Acquire,
             Script::Extend | Script::HoldersExtend => Role::Extend,
             Script::Release | Script::HoldersRelease | Script::FairMutexRelease => Role::Release,
+            Script::Handoff => Role::Handoff,
             Script::RaiseFence => Role::RaiseFence,
             Script::Reclaim | Script::HoldersReclaim => Role::Reclaim,
             Script::Inspect | Script::ForceRelease | Script::FencedSet | Script::HoldersInspect => {
@@ -127,6 +137,7 @@ impl Script {
                 | Script::ForceRelease
                 | Script::HoldersRelease
                 | Script::FairMutexRelease
+                | Script::Handoff
         )
     }
 
@@ -149,6 +160,7 @@ impl Script {
             Script::HoldersInspect => "holders_inspect",
             Script::FairMutexAcquire => "fair_mutex_acquire",
             Script::FairMutexRelease => "fair_mutex_release",
+            Script::Handoff => "handoff",
         }
     }
 
@@ -170,6 +182,7 @@ impl Script {
             Script::HoldersInspect => include_str!("scripts/holders_inspect.lua"),
             Script::FairMutexAcquire => include_str!("scripts/fair_mutex_acquire.lua"),
             Script::FairMutexRelease => include_str!("scripts/fair_mutex_release.lua"),
+            Script::Handoff => include_str!("scripts/handoff.lua"),
         }
     }
 
@@ -192,6 +205,7 @@ impl Script {
             Script::HoldersInspect => "46696e7c32e67137d3ac5cd45358d911d5a0c074",
             Script::FairMutexAcquire => "60086ee1675cfd0f3ba5e1d6dc67e4fa29de3e15",
             Script::FairMutexRelease => "a813675207886beff20c1b3b5b2ab88cd196d3cd",
+            Script::Handoff => "0234b10e32879a78630be3d83dd8c413c5dfd284",
         }
     }
 }

@@ -154,7 +154,7 @@ prop_compose! {
             primitive: Primitive::FairMutex, seed, nodes, clients, leases_per_client, ttl_ms,
             max_wait_ms, max_drift_ppm, pauses, crashes: if crash { (nodes - 1) / 2 } else { 0 },
             crashes_keep_data: false, lossy, divergent_counters: false, auto_renew,
-            extends, cancels, noise, partitions,
+            extends, cancels, noise, partitions, handoffs: false,
         }
     }
 }

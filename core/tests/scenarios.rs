@@ -630,6 +630,279 @@ fn cancelled_waiter_stops_listening_and_sends_nothing_more() {
 }
 
 // ---------------------------------------------------------------------------
+// Handoff: a release hands the lock to the next waiter of the same client
+// (the driver's local line) in the same round trip.
+
+/// Client 0 with a local line, leases `a` (acquires at 0) and `b` (lines up
+/// at 10 ms behind it); `a` releases at `release_at` ms.
+fn handoff_world(seed: u64, nodes: usize, ttl_ms: u64, release_at: u64) -> (Sim, usize, usize) {
+    let mut sim = Sim::new(seed, nodes, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    sim.local_line(c);
+    let a = sim.add_lease(c, LeaseOpts::new(ttl_ms, Wait::Forever));
+    let mut opts = LeaseOpts::new(ttl_ms, Wait::Forever);
+    opts.plan.hold = Some(ttl_ms * MS / 2);
+    let b = sim.add_lease(c, opts);
+    sim.at(0, a, AppAction::Acquire);
+    sim.at(10 * MS, b, AppAction::Acquire);
+    sim.at(release_at * MS, a, AppAction::Release);
+    (sim, a, b)
+}
+
+/// A lease of another client that only listens (its wake-ups are ignored):
+/// what `PUBSUB NUMSUB` counts on the nodes it is added to.
+fn listener(sim: &mut Sim) -> usize {
+    let c = sim.add_client(Clock::PERFECT);
+    sim.add_lease(c, LeaseOpts::new(10_000, Wait::Forever))
+}
+
+fn executed(sim: &Sim, node: usize) -> Vec<Script> {
+    sim.nodes[node].executed.clone()
+}
+
+#[test]
+fn a_local_waiter_is_handed_the_lock_in_the_release_round_trip() {
+    let (mut sim, a, b) = handoff_world(20, 1, 10_000, 100);
+    sim.run_until(50 * MS);
+    assert!(sim.leases[b].sent.is_empty(), "in line: nothing sent");
+    let (t, ev) = sim.run_until_event(b, 1_000 * MS, is_acquire_done).unwrap();
+    assert_eq!(t, 102 * MS, "one round trip from the release");
+    let first = sim.leases[a].fence().unwrap();
+    let Event::Acquired { fence, valid_until } = ev else {
+        panic!("{ev:?}")
+    };
+    // The next fence exactly as an acquire issues it: stored + 1 within the
+    // same ms of server time, else the server clock (101 ms) x 1024.
+    assert_eq!(fence, 101 * 1024);
+    assert!(fence > first);
+    // Valid from the release's send: ttl - drift (100 + 2 ms) after 100 ms.
+    let expected = Clock::PERFECT.local(100 * MS) + Duration::from_millis(10_000 - 102);
+    assert_eq!(valid_until, expected);
+    assert_eq!(executed(&sim, 0), [Script::Acquire, Script::Handoff]);
+    assert!(sim.leases[b].sent.is_empty(), "the waiter sent no acquire");
+    assert_eq!(sim.leases[a].last_event(), Some(&Event::Released(Ok(()))));
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(b));
+    assert!(sim.leases[b].handed_over());
+    // And from there on it is a lease like any other.
+    sim.at(sim.now + MS, b, AppAction::Release);
+    assert!(sim.run_to_quiet(60_000 * MS));
+    assert_eq!(sim.holder(0), None);
+    assert_eq!(scripts_sent(&sim, b), [Script::Release]);
+    for l in [a, b] {
+        sim.check_completions(l).unwrap();
+    }
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+#[test]
+fn a_handoff_that_finds_the_lease_expired_is_lock_lost_and_the_waiter_attempts() {
+    // a's key expires at 300 ms; it releases (with the handoff) at 400 ms.
+    let (mut sim, a, b) = handoff_world(21, 1, 300, 400);
+    let (_, ev) = sim.run_until_event(b, 2_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { .. }), "{ev:?}");
+    assert!(sim.run_to_quiet(60_000 * MS));
+    assert!(matches!(
+        sim.leases[a].last_event(),
+        Some(Event::Released(Err(Error::LockLost { .. })))
+    ));
+    // Lost at its validity end: the turn passed then, before the release.
+    assert_eq!(scripts_sent(&sim, a), [Script::Acquire, Script::Release]);
+    // It tried on its own while a's key was still there: held, retried.
+    assert_eq!(scripts_sent(&sim, b)[0], Script::Acquire);
+    assert!(!sim.leases[b].handed_over());
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+#[test]
+fn a_handoff_that_finds_the_lock_taken_over_is_lock_lost_and_the_waiter_attempts() {
+    let (mut sim, a, b) = handoff_world(22, 1, 10_000, 100);
+    // Someone else's key in its place (a force-release and a new holder).
+    sim.run_until(50 * MS);
+    let lock = sim.keys.lock.clone();
+    sim.nodes[0].set(&lock, b"intruder", Some(sim.now + 300 * MS));
+    let (t, ev) = sim.run_until_event(b, 2_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { .. }), "{ev:?}");
+    assert!(t >= 350 * MS, "only once the intruder's key expired: {t}");
+    assert!(matches!(
+        sim.leases[a].last_event(),
+        Some(Event::Released(Err(Error::LockLost { .. })))
+    ));
+    assert_eq!(scripts_sent(&sim, a), [Script::Acquire, Script::Handoff]);
+    assert_eq!(
+        scripts_sent(&sim, b)[0],
+        Script::Acquire,
+        "a normal attempt"
+    );
+    assert!(!sim.leases[b].handed_over());
+}
+
+#[test]
+fn a_waiter_cancelled_while_the_handoff_is_in_flight_gives_it_back_at_once() {
+    let (mut sim, a, b) = handoff_world(23, 1, 10_000, 100);
+    // The handoff runs at 101 ms; its reply lands at 102 ms.
+    sim.at(101 * MS + MS / 2, b, AppAction::Cancel);
+    sim.run_until(101 * MS + MS / 2);
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(b), "handed over");
+    assert!(sim.run_to_quiet(60_000 * MS));
+    assert_eq!(sim.holder(0), None, "the waiter's compensating release ran");
+    // Given back as soon as the reply came: one round trip later.
+    let (t, release) = sim.leases[b].sent[0].clone();
+    assert_eq!((t, release.script), (102 * MS, Script::Release));
+    assert_eq!(release.keys.len(), 2, "waking waiters: the lock was held");
+    assert!(sim.leases[b].acquired.is_none());
+    assert_eq!(sim.leases[b].lock.state(), State::Done);
+    assert_eq!(sim.leases[a].last_event(), Some(&Event::Released(Ok(()))));
+    for l in [a, b] {
+        sim.check_completions(l).unwrap();
+    }
+}
+
+#[test]
+fn a_waiter_cancelled_before_the_release_leaves_the_line_and_nothing_is_handed_over() {
+    let (mut sim, a, b) = handoff_world(24, 1, 10_000, 100);
+    sim.at(50 * MS, b, AppAction::Cancel);
+    assert!(sim.run_to_quiet(60_000 * MS));
+    assert_eq!(scripts_sent(&sim, a), [Script::Acquire, Script::Release]);
+    assert!(sim.leases[b].sent.is_empty());
+    assert_eq!(sim.leases[b].lock.state(), State::Done);
+    assert_eq!(sim.holder(0), None);
+}
+
+#[test]
+fn an_unknown_handoff_reply_is_given_back_by_the_waiter_which_then_attempts() {
+    let (mut sim, a, b) = handoff_world(25, 1, 10_000, 100);
+    sim.run_until(100 * MS);
+    sim.net.drop_reply = 1.0; // the handoff runs, its reply is lost
+    sim.run_until(101 * MS + MS / 2);
+    sim.net.drop_reply = 0.0;
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(b), "it did run");
+    let (t, ev) = sim.run_until_event(b, 2_000 * MS, is_acquire_done).unwrap();
+    // The releaser's timeout (100 ms) says Unknown: the release reports a
+    // Redis error, the waiter releases what it may hold, then attempts.
+    assert!(t >= 200 * MS, "{t}");
+    assert!(matches!(
+        sim.leases[a].last_event(),
+        Some(Event::Released(Err(Error::Redis { .. })))
+    ));
+    assert_eq!(scripts_sent(&sim, b), [Script::Release, Script::Acquire]);
+    let first = sim.leases[a].fence().unwrap();
+    assert!(
+        matches!(ev, Event::Acquired { fence, .. } if fence > first),
+        "{ev:?}"
+    );
+    assert!(sim.run_to_quiet(60_000 * MS));
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+#[test]
+fn redlock_handoff_by_a_majority_grants_and_where_another_client_listens_it_releases() {
+    let (mut sim, _, b) = handoff_world(26, 3, 10_000, 100);
+    // A waiter of another client listens on node 2 only.
+    sim.run_until(50 * MS);
+    let listener = listener(&mut sim);
+    sim.nodes[2].subscribers.insert(listener);
+    let (_, ev) = sim.run_until_event(b, 2_000 * MS, is_acquire_done).unwrap();
+    assert!(matches!(ev, Event::Acquired { .. }), "{ev:?}");
+    assert!(sim.leases[b].handed_over());
+    assert!(
+        sim.leases[b].sent.is_empty(),
+        "2 of 3 handed over: no attempt"
+    );
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(b));
+    assert_eq!(sim.holder(1).unwrap().0, sim.token(b));
+    assert_eq!(sim.holder(2), None, "released there, and published");
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+#[test]
+fn redlock_handoff_by_a_minority_is_given_back_and_the_waiter_attempts() {
+    let (mut sim, a, b) = handoff_world(27, 5, 10_000, 100);
+    sim.run_until(50 * MS);
+    let listener = listener(&mut sim);
+    for n in 2..5 {
+        sim.nodes[n].subscribers.insert(listener);
+    }
+    let (_, ev) = sim.run_until_event(b, 2_000 * MS, is_acquire_done).unwrap();
+    let first = sim.leases[a].fence().unwrap();
+    assert!(
+        matches!(ev, Event::Acquired { fence, .. } if fence > first),
+        "{ev:?}"
+    );
+    assert!(!sim.leases[b].handed_over());
+    let sent: Vec<(Script, usize)> = sim.leases[b]
+        .sent
+        .iter()
+        .map(|(_, c)| (c.script, c.node))
+        .collect();
+    assert_eq!(
+        &sent[..2],
+        [(Script::Release, 0), (Script::Release, 1)],
+        "the two handed over are given back first"
+    );
+    assert!(sent[2..].iter().all(|s| s.0 == Script::Acquire));
+    for n in 0..5 {
+        assert_eq!(sim.holder(n).unwrap().0, sim.token(b), "node {n}");
+    }
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+#[test]
+fn a_waiter_of_another_client_stops_the_handoffs_and_gets_its_turn() {
+    // Client 0 runs 20 leases in its local line, each held 5 ms; a lease of
+    // client 1 starts waiting at 30 ms.
+    let mut net = Net::calm();
+    net.delay = (200, 2 * MS);
+    let mut sim = Sim::new(28, 1, net);
+    let c = sim.add_client(Clock::PERFECT);
+    sim.local_line(c);
+    let d = sim.add_client(Clock::PERFECT);
+    let local: Vec<usize> = (0..20)
+        .map(|i| {
+            let mut opts = LeaseOpts::new(10_000, Wait::Forever);
+            opts.plan.hold = Some(5 * MS);
+            let l = sim.add_lease(c, opts);
+            sim.at(i * 100, l, AppAction::Acquire);
+            l
+        })
+        .collect();
+    let mut opts = LeaseOpts::new(10_000, Wait::Forever);
+    opts.plan.hold = Some(5 * MS);
+    let other = sim.add_lease(d, opts);
+    sim.at(30 * MS, other, AppAction::Acquire);
+    assert!(sim.run_to_quiet(60_000 * MS));
+    let (got, _) = sim.leases[other]
+        .acquired
+        .expect("the other client's waiter got it");
+    let subscribed = sim.leases[other]
+        .events
+        .iter()
+        .find(|e| e.1 == Event::Subscribe)
+        .unwrap()
+        .0;
+    // Handoffs while nobody else waited; none once it listened.
+    assert!(local[1..].iter().any(|&l| sim.leases[l].handed_over()));
+    for &l in &local {
+        if let Some((at, _)) = sim.leases[l].acquired {
+            if at > subscribed + 5 * MS && at < got {
+                assert!(!sim.leases[l].handed_over(), "L{l} handed over at {at}");
+            }
+        }
+    }
+    let last = sim.leases[*local.last().unwrap()].acquired.unwrap().0;
+    assert!(
+        got < last,
+        "before client 0 ran out of work ({got} vs {last})"
+    );
+    sim.check_mutual_exclusion().unwrap();
+    sim.check_fences().unwrap();
+}
+
+// ---------------------------------------------------------------------------
 // The simulator's own parts, so a failure above is the core's, not the fake's.
 
 mod fake_redis {
@@ -646,7 +919,7 @@ mod fake_redis {
             }
             Script::Release => vec![keys.lock, keys.channel],
             Script::RaiseFence => vec![keys.fence],
-            Script::ForceRelease => vec![keys.lock, keys.fence, keys.channel],
+            Script::ForceRelease | Script::Handoff => vec![keys.lock, keys.fence, keys.channel],
             Script::FencedSet => vec![b"data".to_vec()],
             _ => return set_cmd(script, args),
         };
@@ -878,6 +1151,37 @@ mod fake_redis {
             n.exec(701 * MS, &cmd(Script::Release, &["a"])),
             (Reply::Int(2), None)
         );
+    }
+
+    #[test]
+    fn handoff_passes_the_lock_with_the_next_fence_only_while_nobody_listens() {
+        let mut n = Node::default();
+        let lock_key = KeySpace::default().keys(&LockName::new("x").unwrap()).lock;
+        let handoff = |from: &str, to: &str| cmd(Script::Handoff, &[from, to, "100", "150"]);
+        n.exec(0, &cmd(Script::Acquire, &["a", "100", "150"]));
+        // Ours: the waiter's token with its ttl, the next fence, no wake-up.
+        assert_eq!(n.exec(500, &handoff("a", "b")), (granted(2), None));
+        assert_eq!(
+            n.get(&lock_key, 500).unwrap(),
+            (b"b".to_vec(), Some(100 * MS))
+        );
+        assert_eq!(n.get(&fence_key(), 500).unwrap().1, Some(150 * MS));
+        // Not ours: nothing changes, the holder's PTTL comes back.
+        assert_eq!(n.exec(10 * MS, &handoff("a", "c")), (held(90), None));
+        // Someone listens (another client's waiter): released and published.
+        n.subscribers.insert(7);
+        let (reply, woken) = n.exec(20 * MS, &handoff("b", "c"));
+        assert_eq!(reply, Reply::Array(vec![Reply::Int(2), Reply::Int(1)]));
+        assert!(woken.is_some());
+        assert!(n.get(&lock_key, 20 * MS).is_none());
+        // ... and with the PUBLISH refused by the ACL.
+        n.refuse_publish = true;
+        n.exec(30 * MS, &cmd(Script::Acquire, &["c", "100", "150"]));
+        let (reply, woken) = n.exec(31 * MS, &handoff("c", "d"));
+        assert_eq!(reply, Reply::Array(vec![Reply::Int(2), Reply::Int(0)]));
+        assert!(woken.is_none());
+        // A free lock is not ours either.
+        assert_eq!(n.exec(32 * MS, &handoff("c", "d")).0, held(-2));
     }
 
     #[test]

@@ -251,6 +251,7 @@ class Actor {
   #phase = 'acquiring'
   #lock = null
   #turn = null
+  #promise = null // the waiter our release in flight hands the lock to (queue.js)
   #subscription = null
   #timer = undefined
   #armed = undefined
@@ -277,6 +278,10 @@ class Actor {
   abandon(fn) {
     this.#abandon.push(fn)
   }
+  /** What a release sends to hand us the lock (the core's Successor). */
+  get spec() {
+    return this.#spec
+  }
 
   async start(cancel) {
     this.#cancelHandle = cancel
@@ -284,10 +289,11 @@ class Actor {
     const started = now()
     const wait = this.#spec.wait
     const key = Buffer.from(this.#spec.nameBytes).toString('latin1')
-    // Permits and readers are shared: the server's fair line orders them.
+    // Permits and readers are shared: the server's fair line orders them
+    // (and nobody waits here to be handed one in a release).
     const turn = this.#spec.linesUpLocally
       ? await this.#client.queues.take(key, this, wait === undefined ? undefined : started + wait, now)
-      : { release() {} }
+      : { release() {}, promiseNext: () => null }
     if (turn === null) {
       if (this.#caller !== null) this.#answer(null, this.#spec.notAcquiredMessage())
       return this.#finish()
@@ -295,12 +301,21 @@ class Actor {
     this.#turn = turn
     if (this.#caller === null) {
       // Cancelled or closed while queued.
-      turn.release()
-      return this.#finish()
+      if (turn.handoff === undefined) {
+        turn.release()
+        return this.#finish()
+      }
+      // A release handed us the lock meanwhile: give it back at once.
+      this.cancelled = true
+      this.#lock = this.#spec.start(now() - started)
+      this.#lock.refuseHandoff(now(), turn.handoff)
+      return this.#pump()
     }
     this.#lock = this.#spec.start(now() - started)
     try {
-      this.#lock.acquire(now())
+      // Handed the lock by a release: that is our first attempt's outcome.
+      if (turn.handoff !== undefined) this.#lock.acceptHandoff(now(), turn.handoff)
+      else this.#lock.acquire(now())
     } catch (err) {
       this.#answer(null, null, err)
       return this.#finish()
@@ -425,6 +440,8 @@ class Actor {
   }
 
   #finish() {
+    this.#promise?.withdraw()
+    this.#promise = null
     clearTimeout(this.#timer)
     this.#armed = undefined
     this.#subscription?.close()
@@ -480,10 +497,19 @@ class Actor {
         this.#lostWatchers = []
         this.#settle('release', event.error)
         break
-      case 'lost': {
-        // The next local waiter may try now.
-        this.#turn?.release()
+      case 'handoff':
+        // The turn goes with it, straight to the promised waiter.
+        this.#promise.deliver(event.handoff)
+        this.#promise = null
         this.#turn = null
+        break
+      case 'lost': {
+        // The next local waiter may try now (unless our release is handing
+        // it the lock: the turn goes with the handoff).
+        if (this.#promise === null) {
+          this.#turn?.release()
+          this.#turn = null
+        }
         const message = lock.lostMessage()
         for (const fn of this.#lostWatchers.splice(0)) fn(message)
         break
@@ -500,11 +526,17 @@ class Actor {
   }
 
   #onRequest(request) {
+    // A release while a waiter of ours is in line hands it the lock in the
+    // same round trip.
+    const promise = request.kind === 'release' ? (this.#turn?.promiseNext() ?? null) : null
     try {
       if (request.kind === 'extend') this.#lock.extend(now(), request.ttl)
+      else if (promise !== null) this.#lock.releaseTo(now(), promise.spec)
       else this.#lock.release(now())
       this.#pending = request
+      this.#promise = promise
     } catch (err) {
+      promise?.withdraw()
       request.reject(err)
     }
   }

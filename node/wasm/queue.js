@@ -8,6 +8,13 @@
 // Past its deadline a waiter gives up, except while the turn is held by an
 // acquire whose caller cancelled it: that one only finishes its compensating
 // release, and a try-once must not report NotAcquired for a lock nobody holds.
+//
+// Handoff (the core's releaseTo): the holder's release picks the first waiter
+// whose caller still waits (`turn.promiseNext()`) and hands it the release's
+// outcome with the turn (`promise.deliver(handoff)`): that waiter's turn
+// carries `handoff`, to start from instead of an attempt. A promised waiter
+// waits for it past its deadline, and one whose caller left takes it all the
+// same, to give it back.
 
 class NameQueues {
   #entries = new Map() // name key -> { holder, waiters: [] }
@@ -29,7 +36,9 @@ class NameQueues {
       return Promise.resolve(this.#turn(key, entry, who))
     }
     return new Promise((resolve) => {
-      const waiter = { who, past: false, resolve, timer: undefined }
+      // promised: a release is handing it the lock; left: its caller went
+      // away meanwhile (it takes the handoff to give it back).
+      const waiter = { who, past: false, resolve, timer: undefined, promised: false, left: false }
       entry.waiters.push(waiter)
       const leave = (turn) => {
         clearTimeout(waiter.timer)
@@ -39,10 +48,13 @@ class NameQueues {
         resolve(turn)
       }
       waiter.giveUp = () => leave(null)
-      who.abandon(() => leave(null))
+      who.abandon(() => {
+        if (waiter.promised) waiter.left = true
+        else leave(null)
+      })
       const expire = () => {
         waiter.past = true
-        if (!entry.holder?.cancelled) waiter.giveUp()
+        if (!entry.holder?.cancelled && !waiter.promised) waiter.giveUp()
       }
       if (deadline !== undefined) {
         const delay = deadline - clock()
@@ -52,14 +64,44 @@ class NameQueues {
     })
   }
 
-  #turn(key, entry, who) {
+  #turn(key, entry, who, handoff) {
     let done = false
     return {
+      /** The release's outcome for us when a release handed us the lock. */
+      handoff,
       release: () => {
         if (done) return
         done = true
         if (entry.holder === who) entry.holder = null
         this.#handOn(key, entry)
+      },
+      /**
+       * The first waiter whose caller still waits, promised the lock by the
+       * release about to be sent (null: nobody waits): `spec` is whom to
+       * releaseTo; then `deliver(handoff)` gives it our turn with the
+       * release's outcome, or `withdraw()` if no release was sent.
+       */
+      promiseNext: () => {
+        if (done) return null
+        const next = entry.waiters.find((w) => !w.promised && !w.past && !w.who.cancelled)
+        if (next === undefined) return null
+        next.promised = true
+        return {
+          spec: next.who.spec,
+          deliver: (outcome) => {
+            done = true
+            clearTimeout(next.timer)
+            const at = entry.waiters.indexOf(next)
+            if (at >= 0) entry.waiters.splice(at, 1)
+            entry.holder = next.who
+            next.resolve(this.#turn(key, entry, next.who, outcome))
+          },
+          withdraw: () => {
+            next.promised = false
+            // It waited only for this: its caller left, or its deadline passed.
+            if (next.left || (next.past && !entry.holder?.cancelled)) next.giveUp()
+          },
+        }
       },
     }
   }
@@ -73,7 +115,7 @@ class NameQueues {
     }
     // Those past their deadline waited only for a cancelled holder.
     for (const waiter of [...entry.waiters]) {
-      if (waiter.past && !entry.holder?.cancelled) waiter.giveUp()
+      if (waiter.past && !waiter.promised && !entry.holder?.cancelled) waiter.giveUp()
     }
     this.#dropIfIdle(key, entry)
   }

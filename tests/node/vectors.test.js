@@ -194,7 +194,7 @@ test('validation: valid ttls are sent in whole milliseconds, rounded up', async 
 
 function resolve(v, sc) {
   if (typeof v === 'string' && v.startsWith('$') && v.slice(1) in sc.keys) return asBytes(sc.keys[v.slice(1)])
-  if (v === '$token') return Buffer.from('$token')
+  if (v === '$token' || v === '$waiter_token') return Buffer.from(v)
   return asBytes(v)
 }
 
@@ -234,35 +234,50 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
   test(`commands: ${sc.name}`, async () => {
     for (const cmd of sc.setup) await raw.cmd(...cmd.map((a) => resolve(a, sc)))
     const expected = []
-    let lease = null
+    // The scenario's lease and, in handoff scenarios, the waiter of the same
+    // client: its acquire starts at its call (it lines up inside the call)
+    // and is awaited at its outcome.
+    const leases = { first: null, waiter: null }
+    const pending = { first: null, waiter: null }
     const calls = await withMonitor(async () => {
       const client = await connect(url, { prefix: sc.prefix })
       try {
-        let got
-        let wantValidity
+        const got = {}
+        const wantValidity = {}
+        const settle = async (who) => {
+          if (pending[who] === null) return
+          const [lease, err] = await outcomeOf(pending[who])
+          pending[who] = null
+          leases[who] = lease
+          got[who] = lease ? { acquired: String(lease.fence) } : err
+          if (lease) assert.equal(typeof lease.fence, 'bigint')
+          wantValidity[who] = lease ? lease.validFor : undefined
+        }
         for (const step of sc.steps) {
+          const who = step.lease ?? 'first'
           if (step.call === 'acquire') {
             const wait = sc.wait_ms === null ? undefined : sc.wait_ms
-            let err
-            ;[lease, err] = await outcomeOf(acquirer(client, sc)({ ttl: sc.ttl_ms, wait }))
-            got = lease ? { acquired: String(lease.fence) } : err
-            if (lease) assert.equal(typeof lease.fence, 'bigint')
-            wantValidity = lease ? lease.validFor : undefined
+            pending[who] = acquirer(client, sc)({ ttl: sc.ttl_ms, wait })
+            pending[who].catch(() => {}) // read at its outcome step
+            if (who === 'first') await settle(who)
           } else if (step.call) {
+            const lease = leases[who]
             const op = step.call === 'extend' ? lease.extend(step.ttl_ms) : lease.release()
             const [, err] = await outcomeOf(op)
-            got = err ?? 'ok'
+            got[who] = err ?? 'ok'
           } else if (step.sent) {
             for (const c of step.sent) expected.push([c.script, c.keys.map((k) => resolve(k, sc)), c.args.map((a) => resolve(a, sc))])
           } else if (step.external) {
             for (const cmd of step.external) await raw.cmd(...cmd.map((a) => resolve(a, sc)))
           } else if (step.outcome !== undefined && step.outcome !== null) {
+            await settle(who)
             const want = typeof step.outcome === 'object' ? { ...step.outcome } : step.outcome
             if (typeof want === 'object' && 'valid_until_ms' in want) {
-              assert.ok(wantValidity > 0 && wantValidity <= want.valid_until_ms, `validFor ${wantValidity}`)
+              const validFor = wantValidity[who]
+              assert.ok(validFor > 0 && validFor <= want.valid_until_ms, `validFor ${validFor}`)
               delete want.valid_until_ms
             }
-            assert.deepEqual(got, want, JSON.stringify(step))
+            assert.deepEqual(got[who], want, JSON.stringify(step))
           }
         }
       } finally {
@@ -273,10 +288,16 @@ for (const sc of COMMANDS.scenarios.filter((s) => s.real)) {
     const fence = asBytes(sc.keys.fence)
     const mine = calls.filter((x) => x.keys[0].equals(lock) || x.keys[0].equals(fence))
     const tokens = new Set(mine.filter((x) => x.script !== 'raise_fence').map((x) => x.args[0].toString()))
-    assert.ok(tokens.size <= 1 && [...tokens].every((t) => TOKEN.test(t)), [...tokens].join())
-    if (lease) assert.deepEqual([...tokens], [lease.token])
-    const masked = mine.map((x) => [x.script, hexes(...x.keys), x.args.map((a) => (tokens.has(a.toString()) ? '$token' : a.toString('hex')))])
-    const want = expected.map(([s, k, a]) => [s, hexes(...k), a.map((x) => (x.toString() === '$token' ? '$token' : x.toString('hex')))])
+    assert.ok(tokens.size <= (sc.waiter_token ? 2 : 1) && [...tokens].every((t) => TOKEN.test(t)), [...tokens].join())
+    // Each lease's token is its placeholder; a failed first acquire's too.
+    const masks = new Map()
+    if (leases.first) masks.set(leases.first.token, '$token')
+    if (leases.waiter) masks.set(leases.waiter.token, '$waiter_token')
+    if (!leases.first) for (const t of tokens) if (!masks.has(t)) masks.set(t, '$token')
+    assert.ok([...tokens].every((t) => masks.has(t)), 'every token is a lease\'s')
+    const placeholder = (x) => (x === '$token' || x === '$waiter_token' ? x : null)
+    const masked = mine.map((x) => [x.script, hexes(...x.keys), x.args.map((a) => masks.get(a.toString()) ?? a.toString('hex'))])
+    const want = expected.map(([s, k, a]) => [s, hexes(...k), a.map((x) => placeholder(x.toString()) ?? x.toString('hex'))])
     assert.deepEqual(masked, want)
     for (const [key, value] of Object.entries(sc.final ?? {})) {
       const v = await raw.cmd('GET', resolve(key, sc))

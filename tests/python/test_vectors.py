@@ -6,13 +6,25 @@ files."""
 
 from __future__ import annotations
 
+import threading
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 import fencelock
-from fltest import TOKEN, Monitor, Redis, Server, as_bytes, as_name, number, script_calls, vectors
+from fltest import (
+    TOKEN,
+    Monitor,
+    Redis,
+    Server,
+    as_bytes,
+    as_name,
+    number,
+    script_calls,
+    start_in_line,
+    vectors,
+)
 
 COMMANDS = vectors("commands.json")
 SCRIPTS: Dict[str, str] = COMMANDS["scripts"]
@@ -179,8 +191,8 @@ REAL = [s for s in COMMANDS["scenarios"] if s["real"]]
 def resolve(v: Any, sc: Dict[str, Any]) -> bytes:
     if isinstance(v, str) and v.startswith("$") and v[1:] in sc["keys"]:
         return as_bytes(sc["keys"][v[1:]])
-    if v == "$token":
-        return b"$token"
+    if v in ("$token", "$waiter_token"):
+        return v.encode()
     return as_bytes(v)
 
 
@@ -212,32 +224,63 @@ def outcome_of(call: Any) -> Tuple[Any, Any]:
         return None, {"error": ERRORS[type(e)]}
 
 
+class Waiter:
+    """The waiter of a handoff scenario: an acquire of the same client on a
+    thread of its own, started once the first lease holds the lock; `start`
+    returns once it is in the client's local line (the client logs "in line
+    behind ..." after the place is taken, inside the call)."""
+
+    def __init__(self, name: Any) -> None:
+        self.name = name
+        self.result: Tuple[Any, Any] = (None, None)
+        self.thread: Optional[threading.Thread] = None
+
+    def start(self, acquire: Callable[[], fencelock.Lease]) -> None:
+        self.thread = threading.Thread(target=lambda: setattr(self, "result", outcome_of(acquire)), daemon=True)
+        start_in_line(self.name, self.thread.start)
+
+    def outcome(self) -> Tuple[Any, Any]:
+        assert self.thread is not None
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        return self.result
+
+
 @pytest.mark.parametrize("sc", REAL, ids=[s["name"] for s in REAL])
 def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monitor) -> None:
     for cmd in sc["setup"]:
         raw.execute(*(resolve(a, sc) for a in cmd))
     expected: List[Tuple[str, List[bytes], List[bytes]]] = []
-    lease: Optional[fencelock.Lease] = None
-    got: Any = None
+    # The scenario's lease and, in handoff scenarios, the waiter's.
+    leases: Dict[str, Optional[fencelock.Lease]] = {"first": None, "waiter": None}
+    waiter = Waiter(as_name(sc["lock_name"]))
+    got: Dict[str, Any] = {}
     with fencelock.Client(redis_url, prefix=sc["prefix"]) as client:
         for step in sc["steps"]:
+            who = step.get("lease", "first")
             if "call" in step:
+                lease = leases[who]
                 if step["call"] == "acquire":
                     wait = None if sc["wait_ms"] is None else sc["wait_ms"] / 1000
                     acquire = acquirer(client, sc)
-                    lease, got = outcome_of(lambda: acquire(ttl=sc["ttl_ms"] / 1000, wait=wait))
-                    if lease is not None:
-                        got = {"acquired": str(lease.fence)}
-                        validity_ms = lease.valid_for * 1000
-                        if "valid_until_ms" in step_outcome(sc, step):
-                            assert 0 < validity_ms <= step_outcome(sc, step)["valid_until_ms"]
+
+                    def attempt() -> fencelock.Lease:
+                        return acquire(ttl=sc["ttl_ms"] / 1000, wait=wait)
+
+                    if who == "waiter":
+                        waiter.start(attempt)  # its outcome is read at its outcome step
+                        got[who] = waiter
+                        continue
+                    lease, err = outcome_of(attempt)
+                    leases[who] = lease
+                    got[who] = acquired(lease, err, step_outcome(sc, step))
                 else:
                     assert lease is not None
                     ttl = step.get("ttl_ms")
                     op = lease.extend if step["call"] == "extend" else lease.release
                     args = () if ttl is None or op == lease.release else (ttl / 1000,)
                     _, err = outcome_of(lambda: op(*args))
-                    got = err or "ok"
+                    got[who] = err or "ok"
             elif "sent" in step:
                 for c in step["sent"]:
                     expected.append(
@@ -247,23 +290,38 @@ def test_commands(sc: Dict[str, Any], redis_url: str, raw: Redis, monitor: Monit
                 for cmd in step["external"]:
                     raw.execute(*(resolve(a, sc) for a in cmd))
             elif "outcome" in step and step["outcome"] is not None:
+                if got.get(who) is waiter:
+                    lease, err = waiter.outcome()
+                    leases[who] = lease
+                    got[who] = acquired(lease, err, step["outcome"])
                 want = dict(step["outcome"]) if isinstance(step["outcome"], dict) else step["outcome"]
                 if isinstance(want, dict):
                     want.pop("valid_until_ms", None)
-                assert got == want, step
+                assert got.get(who) == want, step
     monitor.sync()
     lock, fence = as_bytes(sc["keys"]["lock"]), as_bytes(sc["keys"]["fence"])
     calls = [c for c in script_calls(monitor.seen, SCRIPTS) if c["keys"][0] in (lock, fence)]
     tokens = {c["args"][0] for c in calls if c["script"] != "raise_fence"}
-    assert len(tokens) <= 1 and all(TOKEN.match(t) for t in tokens)
-    if lease is not None:
-        assert tokens == {lease.token.encode()}
-    masked = [
-        (c["script"], c["keys"], [b"$token" if a in tokens else a for a in c["args"]]) for c in calls
-    ]
+    assert len(tokens) <= (2 if "waiter_token" in sc else 1) and all(TOKEN.match(t) for t in tokens)
+    placeholders = {b"$token": leases["first"], b"$waiter_token": leases["waiter"]}
+    masks = {lease.token.encode(): mask for mask, lease in placeholders.items() if lease is not None}
+    if leases["first"] is None:  # a failed acquire: its token is still the first's
+        masks.update({t: b"$token" for t in tokens - set(masks)})
+    assert tokens <= set(masks), "every token is a lease's"
+    masked = [(c["script"], c["keys"], [masks.get(a, a) for a in c["args"]]) for c in calls]
     assert masked == expected
     for key, value in sc.get("final", {}).items():
         assert raw.execute("GET", resolve(key, sc)) == (None if value is None else value.encode()), key
+
+
+def acquired(lease: Optional[fencelock.Lease], err: Any, want: Dict[str, Any]) -> Any:
+    """An acquire's outcome in the vectors' notation; the validity is checked
+    against `valid_until_ms` when the vector gives one."""
+    if lease is None:
+        return err
+    if "valid_until_ms" in want:
+        assert 0 < lease.valid_for * 1000 <= want["valid_until_ms"]
+    return {"acquired": str(lease.fence)}
 
 
 FENCED = COMMANDS["fenced_writes"]["cases"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -236,6 +237,32 @@ def script_calls(seen: List[Tuple[str, List[bytes]]], scripts: Dict[str, str]) -
             last_evalsha.pop(client, None)
         out.append(call)
     return out
+
+
+def start_in_line(name: Union[str, bytes], start: Callable[[], None], timeout: float = 30) -> None:
+    """Run `start` (which starts an acquire of `name` on another thread) and
+    return once that acquire waits in its client's local line: fencelock logs
+    "in line behind ..." (logger "fencelock", DEBUG) after the place is
+    taken, inside the acquire call, so the line's order is fixed by then."""
+    in_line = threading.Event()
+    shown = name if isinstance(name, str) else repr(name)
+
+    class InLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith("in line behind") and shown in message:
+                in_line.set()
+
+    logger = logging.getLogger("fencelock")
+    handler, level = InLine(logging.DEBUG), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        start()
+        assert in_line.wait(timeout), "the acquire never lined up"
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 TOKEN = re.compile(rb"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

@@ -352,7 +352,7 @@ async fn run_cycles(args: &Args, kind: &str) -> Result<String, BoxError> {
     Ok(format!(
         concat!(
             "{{\"lang\":\"rust\",\"scenario\":\"{}\",\"impl\":\"{}\",\"cycles\":{},",
-            "\"secs\":{:.4},\"rate\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},",
+            "\"secs\":{:.4},\"rate\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},",
             "\"cpu_us_per_cycle\":{:.2},\"errors\":{},\"min_per_worker\":{},",
             "\"max_per_worker\":{},\"workers\":{}}}"
         ),
@@ -363,6 +363,7 @@ async fn run_cycles(args: &Args, kind: &str) -> Result<String, BoxError> {
         cycles / elapsed,
         pct(&tally.lat_us, 0.50),
         pct(&tally.lat_us, 0.99),
+        pct(&tally.lat_us, 0.999),
         if cycles > 0.0 { cpu / cycles } else { f64::NAN },
         tally.errors,
         min,

@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
     Error, FenceGrace, ForceRelease, Inspect, KeySpace, Kind, LockConfig, LockInfo, LockName,
-    Operation, RetryPolicy, Token, Wait,
+    Operation, RetryPolicy, Successor, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -348,15 +348,18 @@ impl Client {
         };
         let (reply, rx) = oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
-        // In line now, in call order, before anything is spawned or awaited.
+        // In line now, in call order, before anything is spawned or awaited;
+        // a release of this client may hand us the lock (`successor`).
         let place = if kind.lines_up_locally() {
             let slot = self.inner.queues.slot(config.name.as_bytes());
-            slot.line_up(&cancelled)
+            slot.line_up(&cancelled, || Successor::new(&config))
         } else {
             // Permits and readers are shared, and a fair mutex's waiters
-            // each stand in the server's line: it orders them.
+            // each stand in the server's line: it orders them (and nobody is
+            // handed one in a release).
             self.inner.queues.alone(&cancelled)
         };
+        let candidate = place.candidate();
         if matches!(place, Place::Waiting(_)) {
             // Local contention, visible in the logs; emitted after the place
             // is taken, so a reader of this line knows the order is fixed.
@@ -368,6 +371,7 @@ impl Client {
             driver::run(Job {
                 conns,
                 place: Arc::clone(&place),
+                candidate,
                 config,
                 started,
                 reply,

@@ -6,12 +6,18 @@
 //! and the lease's extend/release requests. If the caller drops the acquire
 //! future, the actor cancels the core and drives the compensating release to
 //! the end.
+//!
+//! Handoff: a release while a waiter of this client is in line for the name
+//! hands it the lock in the same round trip (`Lock::release_to`, see
+//! `queue.rs`); that waiter's actor starts from the handoff
+//! (`Lock::accept_handoff`) instead of an attempt, or gives it back
+//! (`Lock::refuse_handoff`) if its caller left meanwhile.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fencelock_core::{
-    Error, Event, Instant, Lock, LockConfig, LockName, Operation, Progress, Wait,
+    Error, Event, Handoff, Instant, Lock, LockConfig, LockName, Operation, Progress, Wait,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -21,7 +27,7 @@ use crate::connections::Connections;
 use crate::lease::{Granted, Lease, LeaseParts, Request, Shared};
 use crate::metrics;
 use crate::notify::Subscription;
-use crate::queue::{self, SharedPlace, Turn, Waited};
+use crate::queue::{self, Candidate, Promise, SharedPlace, Turn, Waited};
 
 enum Pending {
     Extend(oneshot::Sender<Result<(), Error>>),
@@ -35,6 +41,8 @@ pub(crate) struct Job {
     /// caller takes it back (leaving the line at once) if it cancels before
     /// this task started.
     pub place: SharedPlace,
+    /// The place's candidate for a handoff (`None`: the turn was free).
+    pub candidate: Option<Arc<Candidate>>,
     pub config: LockConfig,
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
@@ -50,56 +58,35 @@ pub(crate) async fn run(job: Job) {
     let Job {
         conns,
         place,
+        candidate,
         mut config,
         started,
         mut reply,
     } = job;
     let mut closed = conns.closed.subscribe();
-    if *closed.borrow_and_update() {
-        let _ = reply.send(Err(closed_error(&config.name)));
-        return;
-    }
-
-    // Phase 1: our turn in the local FIFO for this name. A try-once or a
-    // bounded wait gives up at its deadline, except while the turn is held
-    // by an acquire of this client whose caller cancelled it: that one only
-    // finishes its compensating release (one round trip), and the name is
-    // not busy because of it. (Handing the turn on at cancel time instead
-    // would be faster, but our next attempt is ordered after that release
-    // only while both go down the same healthy connection, not across a
-    // reconnect or a retry; then a try-once would meet our own abandoned key
-    // and report NotAcquired on a free lock.)
-    let deadline = match config.wait {
-        // A bound too large for the clock is no bound.
-        Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
-        Wait::Forever => None,
+    let waited = if *closed.borrow_and_update() {
+        Err(Some(closed_error(&config.name)))
+    } else {
+        wait_for_turn(&place, &config, started, &mut reply, &mut closed).await
     };
-    // The place stays in its cell while we wait: a caller that cancels
-    // takes it back and leaves the line at once, even while this task is
-    // not running (see `queue::take_until`).
-    let turn = tokio::select! {
-        biased;
-        // A cancelled acquire leaves even if the turn just came.
-        () = reply.closed() => return,
-        waited = queue::take_until(&place, deadline) => match waited {
-            Waited::Turn(turn) => turn,
-            // Cancelled; the caller left the line.
-            Waited::Left => return,
-            Waited::GaveUp => {
-                let error = Error::not_acquired(&config.name);
+    drop(place);
+    let (turn, handoff) = match waited {
+        Ok(turn) => turn,
+        Err(answer) => {
+            if let Some(error) = answer {
                 metrics::acquire_failed(&config.name, &error);
                 let _ = reply.send(Err(error));
-                return;
             }
-        },
-        _ = closed.changed() => {
-            let error = closed_error(&config.name);
-            metrics::acquire_failed(&config.name, &error);
-            let _ = reply.send(Err(error));
+            // Leaving without the turn; a release of this client may be
+            // handing us the lock all the same: then give it back.
+            if let Some(candidate) = candidate {
+                if let Some((turn, handoff)) = queue::abandon(&candidate).await {
+                    refuse(&conns, config, turn, handoff, &mut closed, started).await;
+                }
+            }
             return;
         }
     };
-    drop(place);
     if let Wait::Bounded(d) = config.wait {
         config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
     }
@@ -125,7 +112,12 @@ pub(crate) async fn run(job: Job) {
     let mut lock = Lock::new(config);
     let (replicas, replica_timeout) = conns.replicas;
     lock.require_replicas(replicas, replica_timeout);
-    if let Err(e) = lock.acquire(now()) {
+    // Handed the lock by a release: that is our first attempt's outcome.
+    let start = match handoff {
+        Some(handoff) => lock.accept_handoff(now(), handoff),
+        None => lock.acquire(now()),
+    };
+    if let Err(e) = start {
         let _ = reply.send(Err(e));
         return;
     }
@@ -139,10 +131,89 @@ pub(crate) async fn run(job: Job) {
         lease_parts: Some(parts),
         acquire_deadline,
         give_up: watch::Sender::new(false),
+        promise: None,
         started,
         seen: metrics::Seen::default(),
     };
     actor.drive(&mut lock, &mut closed).await;
+}
+
+/// Phase 1: our turn in the local FIFO for this name, or a release of this
+/// client handing us the lock with it. A try-once or a bounded wait gives
+/// up at its deadline, except while the turn is held by an acquire of this
+/// client whose caller cancelled it: that one only finishes its
+/// compensating release (one round trip), and the name is not busy because
+/// of it. (Handing the turn on at cancel time instead would be faster, but
+/// our next attempt is ordered after that release only while both go down
+/// the same healthy connection, not across a reconnect or a retry; then a
+/// try-once would meet our own abandoned key and report NotAcquired on a
+/// free lock.) `Err`: no turn, with the caller's answer (`None`: it left).
+async fn wait_for_turn(
+    place: &SharedPlace,
+    config: &LockConfig,
+    started: std::time::Instant,
+    reply: &mut Caller,
+    closed: &mut watch::Receiver<bool>,
+) -> Result<(Turn, Option<Handoff>), Option<Error>> {
+    let deadline = match config.wait {
+        // A bound too large for the clock is no bound.
+        Wait::Bounded(d) => started.checked_add(d).map(tokio::time::Instant::from_std),
+        Wait::Forever => None,
+    };
+    // The place stays in its cell while we wait: a caller that cancels
+    // takes it back and leaves the line at once, even while this task is
+    // not running (see `queue::take_until`).
+    tokio::select! {
+        biased;
+        // A cancelled acquire leaves even if the turn just came.
+        () = reply.closed() => Err(None),
+        waited = queue::take_until(place, deadline) => match waited {
+            Waited::Turn(turn) => Ok((turn, None)),
+            Waited::HandedOver(turn, handoff) => Ok((turn, Some(handoff))),
+            // Cancelled; the caller left the line.
+            Waited::Left => Err(None),
+            Waited::GaveUp => Err(Some(Error::not_acquired(&config.name))),
+        },
+        _ = closed.changed() => Err(Some(closed_error(&config.name))),
+    }
+}
+
+/// A handoff made for an acquire whose caller left: give back at once
+/// wherever it may have set our key (the core's compensating release),
+/// holding the turn until that is answered.
+async fn refuse(
+    conns: &Arc<Connections>,
+    config: LockConfig,
+    turn: Turn,
+    handoff: Handoff,
+    closed: &mut watch::Receiver<bool>,
+    started: std::time::Instant,
+) {
+    turn.only_compensating();
+    let name = config.name.clone();
+    let mut lock = Lock::new(config);
+    let (replicas, replica_timeout) = conns.replicas;
+    lock.require_replicas(replicas, replica_timeout);
+    if let Err(e) = lock.refuse_handoff(now(), handoff) {
+        tracing::warn!(lock = %name, error = %e, "handoff refused by the core");
+        return;
+    }
+    tracing::debug!(lock = %name, "handed the lock after the caller left; releasing");
+    let mut actor = Actor {
+        conns,
+        phase: Phase::Finishing,
+        turn: Some(turn),
+        subscription: None,
+        pending: None,
+        shared: Arc::new(Shared::new()),
+        lease_parts: None,
+        acquire_deadline: None,
+        give_up: watch::Sender::new(false),
+        promise: None,
+        started,
+        seen: metrics::Seen::default(),
+    };
+    actor.drive(&mut lock, closed).await;
 }
 
 type Caller = oneshot::Sender<Result<Granted, Error>>;
@@ -246,6 +317,8 @@ struct Actor<'a> {
     /// Set when the caller cancels or the client closes: commands still
     /// waiting for a connection stop waiting (they were never sent).
     give_up: watch::Sender<bool>,
+    /// The waiter our release in flight hands the lock to (with `turn`).
+    promise: Option<Promise>,
     /// When the caller called acquire (its wait time runs from here).
     started: std::time::Instant,
     /// The core's stats already recorded as metrics.
@@ -396,12 +469,25 @@ impl Actor<'_> {
                 }
             },
             Request::StopRenewing => lock.stop_renewing(now()),
-            Request::Release(tx) => match lock.release(now()) {
-                Ok(()) => self.pending = Some(Pending::Release(tx)),
-                Err(e) => {
-                    let _ = tx.send(Err(e));
+            Request::Release(tx) => {
+                // A waiter of ours in line gets the lock in the same round
+                // trip (see queue.rs).
+                let promise = self.turn.as_ref().and_then(Turn::promise_next);
+                let released = match &promise {
+                    Some(promise) => lock.release_to(now(), promise.successor().clone()),
+                    None => lock.release(now()),
+                };
+                match released {
+                    Ok(()) => {
+                        self.pending = Some(Pending::Release(tx));
+                        self.promise = promise;
+                    }
+                    // Refused: the promise, dropped, puts the waiter back.
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
                 }
-            },
+            }
         }
     }
 
@@ -471,6 +557,11 @@ impl Actor<'_> {
                     tracing::debug!(lock = %lock.name(), error = %e, "release finished with an error");
                 }
             }
+            Event::Handoff(handoff) => match (self.turn.take(), self.promise.take()) {
+                // The turn goes with it, straight to the promised waiter.
+                (Some(turn), Some(promise)) => turn.hand_over(promise, handoff),
+                _ => unreachable!("a handoff comes only for a release_to made holding the turn"),
+            },
             Event::NotPublished => {
                 if !self
                     .conns
@@ -491,8 +582,11 @@ impl Actor<'_> {
                 self.shared.mark_lost();
                 tracing::warn!(lock = %lock.name(), "lease lost");
                 metrics::lost(lock.name());
-                // The next local waiter may try now.
-                self.turn = None;
+                // The next local waiter may try now (unless our release is
+                // handing it the lock: the turn goes with the handoff).
+                if self.promise.is_none() {
+                    self.turn = None;
+                }
             }
         }
     }

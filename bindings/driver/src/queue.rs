@@ -9,14 +9,24 @@
 //! its caller (it then only finishes its compensating release): a try-once
 //! or a bounded wait of the same client waits for such a holder to leave
 //! instead of reporting `NotAcquired` for a lock nobody holds.
+//!
+//! Handoff (one round trip instead of a release and then the waiter's own
+//! acquire; the core's `Lock::release_to`): every waiter lines up with its
+//! [`Successor`] as a [`Candidate`]. The holder's release picks the first
+//! live one ([`Turn::promise_next`]), sends the handoff, and gives its turn
+//! with the outcome straight to that waiter ([`Turn::hand_over`]), which
+//! starts from it instead of attempting ([`Waited::HandedOver`]). A waiter
+//! whose caller leaves once promised still takes delivery and gives the
+//! lock back ([`abandon`]): the handoff may have set its key.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
+use fencelock_core::{Handoff, Successor};
 use tokio::sync::{Mutex as FairMutex, Notify, OwnedMutexGuard};
 
 /// Set (once) when the acquire that owns it is cancelled by its caller.
@@ -30,6 +40,9 @@ struct Entry {
     holder: Mutex<Option<Cancelled>>,
     /// Fires whenever a turn is given back.
     freed: Notify,
+    /// The waiters a release may hand the lock to, in the order they lined
+    /// up (the fair mutex's order: both are taken under this lock).
+    line: Mutex<VecDeque<Arc<Candidate>>>,
 }
 
 impl Entry {
@@ -41,6 +54,127 @@ impl Entry {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .is_some_and(|c| c.load(Ordering::Acquire))
+    }
+
+    fn line(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Candidate>>> {
+        self.line.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `candidate` is no longer in line (it took its turn or left).
+    fn leave_line(&self, candidate: &Arc<Candidate>) {
+        self.line().retain(|c| !Arc::ptr_eq(c, candidate));
+    }
+}
+
+/// A waiter in line as a release sees it: whom to hand the lock to, and
+/// where the handoff is delivered.
+pub(crate) struct Candidate {
+    successor: Successor,
+    who: Cancelled,
+    offer: Mutex<Offer>,
+    /// Fires whenever `offer` changes.
+    changed: Notify,
+}
+
+impl std::fmt::Debug for Candidate {
+    /// The successor's token is a secret (and redacted in its own `Debug`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Candidate").finish_non_exhaustive()
+    }
+}
+
+/// Where a candidate stands with the releases of its name.
+enum Offer {
+    /// Waiting in line, nobody handing it anything.
+    Open,
+    /// A release is handing it the lock (its `Promise` is out).
+    Promised,
+    /// That release is done: its outcome, and the turn that goes with it.
+    Delivered(Turn, Handoff),
+    /// Taken by the waiter, or the waiter left: out of the story.
+    Closed,
+}
+
+impl Candidate {
+    fn offer(&self) -> std::sync::MutexGuard<'_, Offer> {
+        self.offer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, offer: Offer) {
+        *self.offer() = offer;
+        self.changed.notify_waiters();
+    }
+
+    fn is_promised(&self) -> bool {
+        matches!(*self.offer(), Offer::Promised)
+    }
+
+    /// A delivered handoff, taken (once).
+    fn take_delivered(&self) -> Option<(Turn, Handoff)> {
+        let mut offer = self.offer();
+        match std::mem::replace(&mut *offer, Offer::Closed) {
+            Offer::Delivered(turn, handoff) => Some((turn, handoff)),
+            other => {
+                *offer = other;
+                None
+            }
+        }
+    }
+}
+
+/// A release's promise to hand the lock to a candidate (see
+/// [`Turn::promise_next`]). Dropped undelivered (the release was refused),
+/// the candidate is back at the head of the line, waiting as before.
+pub(crate) struct Promise {
+    candidate: Option<Arc<Candidate>>,
+    slot: Slot,
+}
+
+impl Promise {
+    /// What the release sends for the candidate (`Lock::release_to`).
+    pub(crate) fn successor(&self) -> &Successor {
+        &self.candidate.as_ref().expect("until delivered").successor
+    }
+}
+
+impl Drop for Promise {
+    fn drop(&mut self) {
+        let Some(candidate) = self.candidate.take() else {
+            return;
+        };
+        let entry = self.slot.entry();
+        let mut line = entry.line();
+        let mut offer = candidate.offer();
+        if matches!(*offer, Offer::Promised) {
+            *offer = Offer::Open;
+            line.push_front(Arc::clone(&candidate));
+        }
+        drop((offer, line));
+        candidate.changed.notify_waiters();
+        entry.freed.notify_waiters();
+    }
+}
+
+/// The waiter of `candidate` is leaving without a turn (its caller
+/// cancelled, gave up, or the client closed): out of line at once, unless a
+/// release is handing it the lock. Then wait for that handoff and return it
+/// with the turn: the lock may be ours on some nodes, so the caller gives it
+/// back (`Lock::refuse_handoff`) before the turn passes on.
+pub(crate) async fn abandon(candidate: &Candidate) -> Option<(Turn, Handoff)> {
+    loop {
+        let changed = candidate.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        {
+            let mut offer = candidate.offer();
+            match std::mem::replace(&mut *offer, Offer::Closed) {
+                Offer::Delivered(turn, handoff) => return Some((turn, handoff)),
+                Offer::Promised => *offer = Offer::Promised,
+                // Out of line (a release skips a closed candidate).
+                Offer::Open | Offer::Closed => return None,
+            }
+        }
+        changed.await;
     }
 }
 
@@ -81,7 +215,11 @@ impl NameQueues {
             // Lock names are never empty: no entry is ever filed here.
             name: Box::default(),
         };
-        slot.line_up(who)
+        // A fresh entry: the turn is free, so nobody ever waits to be
+        // handed anything here.
+        slot.line_up(who, || {
+            unreachable!("a turn of its own is never waited for")
+        })
     }
 
     #[cfg(test)]
@@ -131,18 +269,35 @@ impl Slot {
     /// behind everyone who lined up before. Synchronous on purpose: the
     /// fair mutex queues a waiter when its lock future is first polled, so
     /// polling it here, in the caller's acquire call, fixes the order.
-    pub(crate) fn line_up(self, who: &Cancelled) -> Place {
+    /// `successor` is what a release sends to hand this acquire the lock
+    /// (made only when it has to wait).
+    pub(crate) fn line_up(self, who: &Cancelled, successor: impl FnOnce() -> Successor) -> Place {
         let mut lock: Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>> =
             Box::pin(Arc::clone(&self.entry().turn).lock_owned());
+        let mut line = self.entry().line();
         // The task that waits later polls again with its own waker; the
         // place in line is kept.
         match lock.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(guard) => Place::Turn(self.into_turn(guard, Arc::clone(who))),
-            Poll::Pending => Place::Waiting(Waiting {
-                slot: self,
-                lock,
-                who: Arc::clone(who),
-            }),
+            Poll::Ready(guard) => {
+                drop(line);
+                Place::Turn(self.into_turn(guard, Arc::clone(who)))
+            }
+            Poll::Pending => {
+                let candidate = Arc::new(Candidate {
+                    successor: successor(),
+                    who: Arc::clone(who),
+                    offer: Mutex::new(Offer::Open),
+                    changed: Notify::new(),
+                });
+                line.push_back(Arc::clone(&candidate));
+                drop(line);
+                Place::Waiting(Waiting {
+                    slot: Some(self),
+                    lock: Some(lock),
+                    who: Arc::clone(who),
+                    candidate,
+                })
+            }
         }
     }
 }
@@ -167,24 +322,62 @@ impl std::fmt::Debug for Place {
     }
 }
 
+impl Place {
+    /// The candidate a release may hand the lock to, for a place in line:
+    /// the acquire's task keeps it to give a handoff back if it leaves.
+    pub(crate) fn candidate(&self) -> Option<Arc<Candidate>> {
+        match self {
+            Place::Turn(_) => None,
+            Place::Waiting(waiting) => Some(Arc::clone(&waiting.candidate)),
+        }
+    }
+}
+
 /// A place in line, not yet at the front.
 pub(crate) struct Waiting {
-    slot: Slot,
-    lock: Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>>,
+    /// Both `Some` until the turn comes (`into_turn`).
+    slot: Option<Slot>,
+    lock: Option<Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>>>,
     who: Cancelled,
+    candidate: Arc<Candidate>,
 }
 
 impl Waiting {
-    fn into_turn(self, guard: OwnedMutexGuard<()>) -> Turn {
-        let Waiting { slot, lock, who } = self;
-        drop(lock);
-        slot.into_turn(guard, who)
+    fn slot(&self) -> &Slot {
+        self.slot.as_ref().expect("until the turn comes")
+    }
+
+    fn into_turn(mut self, guard: OwnedMutexGuard<()>) -> Turn {
+        drop(self.lock.take());
+        let slot = self.slot.take().expect("until the turn comes");
+        slot.entry().leave_line(&self.candidate);
+        self.candidate.set(Offer::Closed);
+        slot.into_turn(guard, Arc::clone(&self.who))
+    }
+}
+
+impl Drop for Waiting {
+    /// Leaving the line without the turn: out of the fair mutex's queue (the
+    /// lock future is dropped) and out of the candidates, unless a release
+    /// is handing it the lock (the acquire's task then takes delivery).
+    fn drop(&mut self) {
+        let Some(slot) = &self.slot else { return };
+        let entry = slot.entry();
+        let mut line = entry.line();
+        let mut offer = self.candidate.offer();
+        if matches!(*offer, Offer::Open) {
+            *offer = Offer::Closed;
+            line.retain(|c| !Arc::ptr_eq(c, &self.candidate));
+        }
     }
 }
 
 /// What waiting in a shared place came to.
 pub(crate) enum Waited {
     Turn(Turn),
+    /// A release of this client handed us the lock: the turn, and the
+    /// handoff to start from instead of an attempt (`Lock::accept_handoff`).
+    HandedOver(Turn, Handoff),
     /// Past the deadline, and the turn is held by a live acquire of this
     /// client (or goes to a live waiter who lined up before us). We have
     /// left the line.
@@ -235,13 +428,15 @@ pub(crate) async fn take_until(
     deadline: Option<tokio::time::Instant>,
 ) -> Waited {
     let cell = || place.lock().unwrap_or_else(|e| e.into_inner());
-    // Our own handle on the entry: the place may be taken from the cell
-    // under us.
-    let slot = {
+    // Our own handle on the entry and on our candidate: the place may be
+    // taken from the cell under us.
+    let (slot, candidate) = {
         let mut cell = cell();
         match cell.as_ref() {
             None => return Waited::Left,
-            Some(Place::Waiting(waiting)) => waiting.slot.share(),
+            Some(Place::Waiting(waiting)) => {
+                (waiting.slot().share(), Arc::clone(&waiting.candidate))
+            }
             Some(Place::Turn(_)) => {
                 let Some(Place::Turn(turn)) = cell.take() else {
                     unreachable!("matched above")
@@ -256,7 +451,8 @@ pub(crate) async fn take_until(
         let Some(Place::Waiting(waiting)) = cell.as_mut() else {
             return Poll::Ready(None);
         };
-        let guard = std::task::ready!(waiting.lock.as_mut().poll(cx));
+        let lock = waiting.lock.as_mut().expect("until the turn comes");
+        let guard = std::task::ready!(lock.as_mut().poll(cx));
         let Some(Place::Waiting(waiting)) = cell.take() else {
             unreachable!("matched above")
         };
@@ -272,21 +468,32 @@ pub(crate) async fn take_until(
     };
     tokio::pin!(expired);
     loop {
-        // Registered before the holder is looked at, so a turn given
-        // back after the look still wakes us.
+        // Registered before the holder and the offer are looked at, so a
+        // turn given back or a handoff delivered after the look still
+        // wakes us.
         let freed = entry.freed.notified();
         tokio::pin!(freed);
         freed.as_mut().enable();
-        let give_up = past && !entry.held_by_cancelled();
+        let changed = candidate.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if let Some((turn, handoff)) = candidate.take_delivered() {
+            return Waited::HandedOver(turn, handoff);
+        }
+        // Promised: the turn comes with the handoff, and is worth waiting
+        // for past the deadline.
+        let promised = candidate.is_promised();
+        let give_up = past && !promised && !entry.held_by_cancelled();
         tokio::select! {
             biased;
-            turn = &mut turn => return match turn {
+            turn = &mut turn, if !promised => return match turn {
                 Some(turn) => Waited::Turn(turn),
                 None => Waited::Left,
             },
             () = std::future::ready(()), if give_up => return Waited::GaveUp,
             () = &mut expired, if !past => past = true,
             () = &mut freed, if past => {}
+            () = &mut changed => {}
         }
     }
 }
@@ -321,6 +528,39 @@ impl Turn {
         self.who.store(true, Ordering::Release);
         self.slot.entry().freed.notify_waiters();
     }
+
+    /// The first waiter in line whose caller still waits, promised the
+    /// lock by the release about to be sent: `release_to` its successor,
+    /// then [`Turn::hand_over`] the outcome. `None`: nobody waits.
+    pub(crate) fn promise_next(&self) -> Option<Promise> {
+        let entry = self.slot.entry();
+        let mut line = entry.line();
+        let at = line
+            .iter()
+            .position(|c| !c.who.load(Ordering::Acquire) && matches!(*c.offer(), Offer::Open))?;
+        let candidate = line.remove(at).expect("found");
+        drop(line);
+        candidate.set(Offer::Promised);
+        Some(Promise {
+            candidate: Some(candidate),
+            slot: self.slot.share(),
+        })
+    }
+
+    /// The release's handoff for the promised waiter, with this turn: it
+    /// passes straight to that waiter (nobody else can take it between).
+    pub(crate) fn hand_over(mut self, mut promise: Promise, handoff: Handoff) {
+        let candidate = promise.candidate.take().expect("delivered once");
+        let guard = self
+            .guard
+            .take()
+            .expect("a turn holds its guard until dropped");
+        let turn = self
+            .slot
+            .share()
+            .into_turn(guard, Arc::clone(&candidate.who));
+        candidate.set(Offer::Delivered(turn, handoff));
+    }
 }
 
 impl Drop for Turn {
@@ -344,15 +584,64 @@ impl Drop for Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencelock_core::{
+        Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig, LockName, Reply, RetryPolicy,
+        Token, Ttl, Wait,
+    };
     use std::time::Duration;
 
     fn who() -> Cancelled {
         Arc::new(AtomicBool::new(false))
     }
 
+    fn config(token: &str) -> LockConfig {
+        let name = LockName::new("a").unwrap();
+        LockConfig {
+            kind: Kind::Mutex,
+            keys: KeySpace::default().keys(&name),
+            name,
+            token: Token(token.into()),
+            ttl: Ttl::from_millis(1000).unwrap(),
+            wait: Wait::Forever,
+            nodes: 1,
+            auto_renew: false,
+            max_hold: None,
+            retry: RetryPolicy::default(),
+            fence_grace: FenceGrace::DEFAULT,
+            seed: 1,
+        }
+    }
+
+    fn successor() -> Successor {
+        Successor::new(&config("w"))
+    }
+
+    /// A handoff to "w" as the core makes it: held, then handed over.
+    fn handoff() -> Handoff {
+        let now = Instant::from_epoch(Duration::from_secs(1));
+        let mut holder = Lock::new(config("h"));
+        holder.acquire(now).unwrap();
+        let c = holder.poll_command().unwrap();
+        holder.handle_reply(now, c.id, Reply::Array(vec![Reply::Int(1), Reply::Int(5)]));
+        while holder.poll_event().is_some() {}
+        holder.release_to(now, successor()).unwrap();
+        let c = holder.poll_command().unwrap();
+        holder.handle_reply(now, c.id, Reply::Array(vec![Reply::Int(1), Reply::Int(6)]));
+        std::iter::from_fn(|| holder.poll_event())
+            .find_map(|e| match e {
+                Event::Handoff(h) => Some(h),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    fn line_up(queues: &Arc<NameQueues>, who: &Cancelled) -> SharedPlace {
+        shared(queues.slot(b"a").line_up(who, successor))
+    }
+
     /// The turn if it is free now (a try-once's first look).
     fn try_take(queues: &Arc<NameQueues>, who: &Cancelled) -> Option<Turn> {
-        match queues.slot(b"a").line_up(who) {
+        match queues.slot(b"a").line_up(who, successor) {
             Place::Turn(turn) => Some(turn),
             Place::Waiting(_) => None,
         }
@@ -367,10 +656,11 @@ mod tests {
         who: &Cancelled,
         deadline: Option<tokio::time::Instant>,
     ) -> Option<Turn> {
-        let place = shared(queues.slot(b"a").line_up(who));
+        let place = shared(queues.slot(b"a").line_up(who, successor));
         match super::take_until(&place, deadline).await {
             Waited::Turn(turn) => Some(turn),
             Waited::GaveUp | Waited::Left => None,
+            Waited::HandedOver(..) => panic!("nobody hands over here"),
         }
     }
 
@@ -398,7 +688,7 @@ mod tests {
         let queues = Arc::new(NameQueues::default());
         let first = try_take(&queues, &who()).unwrap();
         let places: Vec<(usize, SharedPlace)> = (0..200)
-            .map(|i| match queues.slot(b"a").line_up(&who()) {
+            .map(|i| match queues.slot(b"a").line_up(&who(), successor) {
                 place @ Place::Waiting(_) => (i, shared(place)),
                 Place::Turn(_) => panic!("the turn is held"),
             })
@@ -489,7 +779,7 @@ mod tests {
         holder.store(true, Ordering::Release);
 
         let dropped = who();
-        let place = shared(queues.slot(b"a").line_up(&dropped));
+        let place = shared(queues.slot(b"a").line_up(&dropped, successor));
         let mut waiting = Box::pin(super::take_until(&place, None));
         assert!(poll_once(&mut waiting).is_pending(), "behind the holder");
         // The caller's drop (`Acquiring`), while its task is not running.
@@ -524,14 +814,14 @@ mod tests {
     async fn a_wait_that_ends_leaves_the_line() {
         let queues = Arc::new(NameQueues::default());
         let held = try_take(&queues, &who()).unwrap();
-        let place = shared(queues.slot(b"a").line_up(&who()));
+        let place = shared(queues.slot(b"a").line_up(&who(), successor));
         let now = tokio::time::Instant::now();
         assert!(matches!(
             super::take_until(&place, Some(now)).await,
             Waited::GaveUp
         ));
         assert!(place.lock().unwrap().is_none());
-        let place2 = shared(queues.slot(b"a").line_up(&who()));
+        let place2 = shared(queues.slot(b"a").line_up(&who(), successor));
         let mut waiting = Box::pin(super::take_until(&place2, None));
         assert!(poll_once(&mut waiting).is_pending());
         drop(waiting);
@@ -541,6 +831,110 @@ mod tests {
         let turn = try_take(&queues, &who()).expect("the line was left");
         drop(turn);
         drop((place, place2));
+        assert_eq!(queues.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_release_hands_its_turn_to_the_first_waiter_whose_caller_still_waits() {
+        let queues = Arc::new(NameQueues::default());
+        let held = try_take(&queues, &who()).unwrap();
+        let gone = who();
+        let cancelled = line_up(&queues, &gone);
+        gone.store(true, Ordering::Release); // its caller left, its task has not run
+        let next = line_up(&queues, &who());
+        let behind = line_up(&queues, &who());
+        let promise = held.promise_next().expect("a live waiter");
+        let waiting = tokio::spawn(async move { super::take_until(&next, None).await });
+        tokio::task::yield_now().await;
+        held.hand_over(promise, handoff());
+        match waiting.await.unwrap() {
+            Waited::HandedOver(turn, handoff) => {
+                assert_eq!(handoff.handed_over(), 1);
+                // The cancelled caller's drop leaves the line; the turn then
+                // passes on as usual.
+                drop(cancelled.lock().unwrap().take());
+                let after = tokio::spawn(async move { super::take_until(&behind, None).await });
+                tokio::task::yield_now().await;
+                assert!(!after.is_finished(), "the turn is still the handed one");
+                drop(turn);
+                assert!(matches!(after.await.unwrap(), Waited::Turn(_)));
+            }
+            _ => panic!("not handed over"),
+        }
+        assert_eq!(queues.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_promise_dropped_undelivered_puts_the_waiter_back_at_the_head() {
+        let queues = Arc::new(NameQueues::default());
+        let held = try_take(&queues, &who()).unwrap();
+        let first = line_up(&queues, &who());
+        let _second = line_up(&queues, &who());
+        let promise = held.promise_next().unwrap();
+        drop(promise); // the release was refused: no handoff
+        let again = held.promise_next().unwrap();
+        let first_candidate = first.lock().unwrap().as_ref().unwrap().candidate().unwrap();
+        assert!(Arc::ptr_eq(
+            again.candidate.as_ref().unwrap(),
+            &first_candidate
+        ));
+        drop(again);
+        let waiting = tokio::spawn(async move { super::take_until(&first, None).await });
+        tokio::task::yield_now().await;
+        drop(held);
+        assert!(matches!(waiting.await.unwrap(), Waited::Turn(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_promised_waiter_waits_past_its_deadline_for_the_handoff() {
+        let queues = Arc::new(NameQueues::default());
+        let held = try_take(&queues, &who()).unwrap();
+        let place = line_up(&queues, &who());
+        let promise = held.promise_next().unwrap();
+        let now = tokio::time::Instant::now();
+        let waiting = tokio::spawn(async move { super::take_until(&place, Some(now)).await });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            !waiting.is_finished(),
+            "a live holder, but the lock is coming"
+        );
+        held.hand_over(promise, handoff());
+        assert!(matches!(waiting.await.unwrap(), Waited::HandedOver(..)));
+        assert_eq!(queues.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_leaves_once_promised_takes_delivery_to_give_it_back() {
+        let queues = Arc::new(NameQueues::default());
+        let held = try_take(&queues, &who()).unwrap();
+        let gone = who();
+        let place = line_up(&queues, &gone);
+        let candidate = place.lock().unwrap().as_ref().unwrap().candidate().unwrap();
+        let promise = held.promise_next().unwrap();
+        // The caller's drop: flag set, place taken back (out of the fair
+        // queue), while the release is in flight.
+        gone.store(true, Ordering::Release);
+        drop(place.lock().unwrap().take());
+        let abandoning = tokio::spawn(async move { super::abandon(&candidate).await });
+        tokio::task::yield_now().await;
+        assert!(!abandoning.is_finished(), "it waits for the handoff");
+        held.hand_over(promise, handoff());
+        let (turn, handoff) = abandoning.await.unwrap().expect("delivered");
+        assert_eq!(handoff.handed_over(), 1);
+        // Its turn is a cancelled holder's: a try-once behind waits for it.
+        assert!(queues.slot(b"a").entry().held_by_cancelled());
+        drop(turn);
+        assert_eq!(queues.len(), 0);
+
+        // Not promised: out of line at once, and nobody promises it later.
+        let held = try_take(&queues, &who()).unwrap();
+        let place = line_up(&queues, &who());
+        let candidate = place.lock().unwrap().as_ref().unwrap().candidate().unwrap();
+        drop(place.lock().unwrap().take());
+        assert!(super::abandon(&candidate).await.is_none());
+        assert!(held.promise_next().is_none());
+        drop(held);
+        drop((place, candidate));
         assert_eq!(queues.len(), 0);
     }
 }

@@ -22,9 +22,10 @@ use std::fmt::Display;
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Inspect, Instant,
-    KeySpace, Kind, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Permits,
-    Placeholders, Progress, Reply, RetryPolicy, Script, State, Timeout, Token, Ttl, Wait, Writer,
+    Error, Event, FenceGrace, FencedUpdate, FencedWrite, ForceRelease, Forced, Handoff, Inspect,
+    Instant, KeySpace, Kind, Lock, LockConfig, LockName, MaxHold, NodeView, Operation, Permits,
+    Placeholders, Progress, Reply, RetryPolicy, Script, State, Successor, Timeout, Token, Ttl,
+    Wait, Writer,
 };
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -672,6 +673,14 @@ impl WasmFencedUpdate {
 
 // ---------------------------------------------------------------- the lock
 
+/// What a release with handoff did for the waiter it handed the lock to
+/// (the core's [`Handoff`]), on its way to that waiter's lock. Opaque.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct WasmHandoff {
+    handoff: Handoff,
+}
+
 /// The core's [`Lock`], with JavaScript values in and out.
 #[wasm_bindgen]
 #[derive(Debug)]
@@ -693,6 +702,35 @@ impl WasmLock {
 
     pub fn release(&mut self, now: f64) -> Result<(), JsValue> {
         self.lock.release(instant(now)).map_err(lock_error)
+    }
+
+    /// Release, handing the lock in the same round trip to `successor`, the
+    /// next waiter of this client for the name (`Lock::release_to`): a
+    /// `handoff` event comes before `released`, for that waiter's lock.
+    #[wasm_bindgen(js_name = releaseTo)]
+    pub fn release_to(&mut self, now: f64, successor: &LockSpec) -> Result<(), JsValue> {
+        let successor = Successor::new(&successor.config);
+        self.lock
+            .release_to(instant(now), successor)
+            .map_err(lock_error)
+    }
+
+    /// Start from the handoff a release made for this lock, instead of
+    /// `acquire` (`Lock::accept_handoff`).
+    #[wasm_bindgen(js_name = acceptHandoff)]
+    pub fn accept_handoff(&mut self, now: f64, handoff: WasmHandoff) -> Result<(), JsValue> {
+        self.lock
+            .accept_handoff(instant(now), handoff.handoff)
+            .map_err(lock_error)
+    }
+
+    /// The acquire's caller left while a release was handing it the lock:
+    /// give it back at once (`Lock::refuse_handoff`); drive until done.
+    #[wasm_bindgen(js_name = refuseHandoff)]
+    pub fn refuse_handoff(&mut self, now: f64, handoff: WasmHandoff) -> Result<(), JsValue> {
+        self.lock
+            .refuse_handoff(instant(now), handoff.handoff)
+            .map_err(lock_error)
     }
 
     pub fn cancel(&mut self, now: f64) {
@@ -774,6 +812,12 @@ impl WasmLock {
             // Released, but the server refused the PUBLISH (ACL without
             // channel rights): other clients' waiters rely on their timers.
             Event::NotPublished => record(&[kind("notPublished")]),
+            // For the waiter the release was handing the lock to: its
+            // lock's acceptHandoff (or refuseHandoff).
+            Event::Handoff(handoff) => record(&[
+                kind("handoff"),
+                ("handoff", JsValue::from(WasmHandoff { handoff })),
+            ]),
         }
     }
 

@@ -4,7 +4,9 @@
 //!
 //! Input bytes become a lock configuration (1..=5 nodes, TTL, wait bound,
 //! auto-renewal) and a bounded sequence of operations: the application calls
-//! (`acquire`, `extend`, `release`, `cancel`), the inputs (`handle_reply` to
+//! (`acquire`, `extend`, `release`, `release_to`, `cancel`, and starting
+//! from a handoff another lease's release made: `accept_handoff`,
+//! `refuse_handoff`), the inputs (`handle_reply` to
 //! an outstanding command or to any id at all, duplicates included,
 //! `handle_timeout`, `handle_wakeup`) and the passage of time. Replies are
 //! arbitrary: grants with any counter, "held" with any PTTL, 0/1, errors,
@@ -18,7 +20,8 @@
 //! 2. Misuse is reported as `InvalidArgument`, never a panic.
 //! 3. `Acquired` comes at most once, never after a cancel or a failed
 //!    acquire, with fence >= 1 equal to a counter some node returned, and a
-//!    `valid_until` no later than an acquire's send time + ttl - drift.
+//!    `valid_until` no later than an acquire's (or the handoff's) send
+//!    time + ttl - drift.
 //! 4. SAFETY: whenever `valid_for(now) > 0`, a majority of nodes is known
 //!    to still hold our key at `now` (a grant or successful extend sent at
 //!    `t` with ttl `d` keeps the key until at least `t + d`; any release we
@@ -26,8 +29,9 @@
 //! 5. `Lost` comes at most once, and after it `valid_for` is zero.
 //! 6. `Done` has nothing in flight and no timer.
 //! 7. CLEANUP: after a final `cancel` and answering everything, the lock
-//!    reaches `Done`, and every node where an acquire may have set our key
-//!    (granted, unknown outcome, or unanswered) got a release sent after it.
+//!    reaches `Done`, and every node where an acquire or a handoff to us may
+//!    have set our key (granted, unknown outcome, or unanswered) got a
+//!    release sent after it.
 //! 8. Determinism: the same input yields the same trace.
 
 use std::collections::BTreeMap;
@@ -35,11 +39,14 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use fencelock_core::{
-    Kind, Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Lock, LockConfig, LockName,
-    Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
+    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig,
+    LockName, Reply, RetryPolicy, Script, State, Successor, Token, Ttl, Wait,
 };
 
 const TOKEN: &str = "5ec12e7a-f00d-4bad-9cab-70ce17e5ec12";
+/// Another lease of the same client: the releaser handing the lock to us,
+/// or the successor we hand it to.
+const OTHER_TOKEN: &str = "0fe4c0de-1234-4bad-9cab-70ce17e5ec12";
 const MAX_OPS: usize = 256;
 /// Whether a malformed reply to an acquire must be compensated like an
 /// unknown outcome: yes (finding F1, fixed in the core in a759acc); set
@@ -110,6 +117,15 @@ enum Op {
     Acquire,
     Extend(Option<u16>),
     Release,
+    /// Release, handing the lock to another lease of the client.
+    ReleaseTo,
+    /// Start from a handoff another lease's release made for us: its
+    /// per-node replies (cycled), then `accept_handoff`, or
+    /// `refuse_handoff` if `refuse` (our caller left meanwhile).
+    TakeHandoff {
+        replies: Vec<ReplyChoice>,
+        refuse: bool,
+    },
     Cancel,
     Wakeup,
     Timeout,
@@ -146,6 +162,7 @@ struct Sent {
 /// The harness state: the lock plus the model of what the nodes may hold.
 struct Harness {
     lock: Lock,
+    config: LockConfig,
     nodes: usize,
     now: Instant,
     next_id: Option<u64>,
@@ -161,6 +178,11 @@ struct Harness {
     /// Per node: acquire command ids that may have set our key and were not
     /// followed by a release to that node.
     maybe_set: Vec<Vec<u64>>,
+    /// Per node: a handoff to us may have set our key there, and no release
+    /// of ours (nor a refusal by the node) followed.
+    handoff_set: Vec<bool>,
+    /// When the releaser that handed us the lock sent its release.
+    handoff_sent: Option<Instant>,
     /// Counters returned by grants.
     granted_fences: Vec<u64>,
     acquired: bool,
@@ -195,7 +217,7 @@ impl Harness {
             WaitChoice::TryOnce => Wait::TRY_ONCE,
             WaitChoice::Bounded(w) => Wait::Bounded(ms(u64::from(w))),
         };
-        let lock = Lock::new(LockConfig {
+        let config = LockConfig {
             kind: Kind::Mutex,
             keys: KeySpace::default().keys(&name),
             name,
@@ -208,9 +230,10 @@ impl Harness {
             retry: RetryPolicy::default(),
             fence_grace: FenceGrace::DEFAULT,
             seed: input.seed,
-        });
+        };
         Harness {
-            lock,
+            lock: Lock::new(config.clone()),
+            config,
             nodes,
             now: Instant::from_epoch(ms(1_000)),
             next_id: None,
@@ -219,6 +242,8 @@ impl Harness {
             holds_until: vec![None; nodes],
             last_mutation: vec![None; nodes],
             maybe_set: vec![Vec::new(); nodes],
+            handoff_set: vec![false; nodes],
+            handoff_sent: None,
             granted_fences: Vec::new(),
             acquired: false,
             acquire_over: false,
@@ -262,6 +287,15 @@ impl Harness {
                 let r = self.lock.release(now);
                 self.misuse_ok("release", r);
             }
+            Op::ReleaseTo => {
+                let other = LockConfig {
+                    token: Token(OTHER_TOKEN.to_owned()),
+                    ..self.config.clone()
+                };
+                let r = self.lock.release_to(now, Successor::new(&other));
+                self.misuse_ok("release_to", r);
+            }
+            Op::TakeHandoff { replies, refuse } => self.take_handoff(replies, *refuse),
             Op::Cancel => {
                 self.cancelled = true;
                 self.lock.cancel(now);
@@ -298,6 +332,75 @@ impl Harness {
         self.drain();
     }
 
+    /// Another lease of the client, holding the lock, releases it to us: its
+    /// handoff commands get `replies`; the model learns where our key may be
+    /// (and surely is) from them, as the core must.
+    fn take_handoff(&mut self, replies: &[ReplyChoice], refuse: bool) {
+        let now = self.now;
+        let mut releaser = Lock::new(LockConfig {
+            token: Token(OTHER_TOKEN.to_owned()),
+            auto_renew: false,
+            ..self.config.clone()
+        });
+        releaser.acquire(now).expect("idle");
+        while let Some(c) = releaser.poll_command() {
+            let granted = ReplyChoice::Granted(1).to_reply();
+            releaser.handle_reply(now, c.id, granted);
+        }
+        while releaser.poll_event().is_some() {}
+        releaser
+            .release_to(now, Successor::new(&self.config))
+            .expect("held");
+        // What the model learns, applied only if the lock takes the handoff.
+        let mut set = vec![false; self.nodes];
+        let mut fences = Vec::new();
+        let mut at = 0;
+        while let Some(c) = releaser.poll_command() {
+            assert_eq!(c.script, Script::Handoff);
+            let choice = replies.get(at % replies.len().max(1)).cloned();
+            at += 1;
+            let reply = choice.map_or(Reply::Unknown("no reply".into()), |r| r.to_reply());
+            match &reply {
+                // Handed over: our key lives until at least send + ttl.
+                Reply::Array(items) if granted_fence(items).is_some() => {
+                    fences.push((c.node, granted_fence(items).expect("matched")));
+                    set[c.node] = true;
+                }
+                // Not ours, released (our key never set), or refused.
+                Reply::Array(items)
+                    if matches!(
+                        items.as_slice(),
+                        [Reply::Int(0), Reply::Int(_)] | [Reply::Int(2), Reply::Int(0 | 1)]
+                    ) => {}
+                Reply::Error(_) => {}
+                // Unknown or unreadable: it may have run.
+                _ => set[c.node] = true,
+            }
+            releaser.handle_reply(now, c.id, reply);
+        }
+        let handoff = std::iter::from_fn(|| releaser.poll_event())
+            .find_map(|e| match e {
+                Event::Handoff(h) => Some(h),
+                _ => None,
+            })
+            .expect("release_to ends in a handoff");
+        let r = if refuse {
+            self.lock.refuse_handoff(now, handoff)
+        } else {
+            self.lock.accept_handoff(now, handoff)
+        };
+        if r.is_ok() {
+            self.cancelled |= refuse;
+            self.handoff_sent = Some(now);
+            self.handoff_set = set;
+            for (node, fence) in fences {
+                self.granted_fences.push(fence);
+                self.holds_until[node] = Some(now + self.config.ttl.as_duration());
+            }
+        }
+        self.misuse_ok("take handoff", r);
+    }
+
     /// Feed a reply to an outstanding command, updating the model first.
     fn answer(&mut self, id: u64, reply: Reply) {
         let sent = self.outstanding.remove(&id).expect("outstanding");
@@ -321,8 +424,11 @@ impl Harness {
                 }
                 Reply::Unknown(_) => {}
                 // "Held" or a server error: the script did not set our key.
+                // Held also says a handoff's key of ours is not there (the
+                // acquire would have taken it back as ours).
                 Reply::Array(items) if matches!(items.as_slice(), [Reply::Int(0), _]) => {
                     self.maybe_set[node].retain(|&a| a != id);
+                    self.handoff_set[node] = false;
                 }
                 Reply::Error(_) => self.maybe_set[node].retain(|&a| a != id),
                 // A reply of the wrong shape: the script may have run, so it
@@ -360,6 +466,7 @@ impl Harness {
                 }
             }
             Script::Release
+            | Script::Handoff
             | Script::RaiseFence
             | Script::Inspect
             | Script::ForceRelease
@@ -395,12 +502,19 @@ impl Harness {
                     );
                     self.maybe_set[c.node].push(c.id.0);
                 }
-                Script::Release => {
+                // A handoff deletes (or replaces) our key exactly as a
+                // release does.
+                Script::Release | Script::Handoff => {
                     // Emission order is execution order on one connection:
                     // everything acquired earlier on this node is gone.
                     self.maybe_set[c.node].retain(|&a| a > c.id.0);
+                    self.handoff_set[c.node] = false;
                     self.holds_until[c.node] = None;
                     self.last_mutation[c.node] = Some(c.id.0);
+                    if c.script == Script::Handoff {
+                        let successor = c.args[1].as_slice();
+                        assert_eq!(successor, OTHER_TOKEN.as_bytes(), "the successor's token");
+                    }
                 }
                 Script::Extend => {
                     assert!(self.acquired, "extend before the lease was granted");
@@ -471,8 +585,9 @@ impl Harness {
                         .values()
                         .filter(|s| s.command.script == Script::Acquire)
                         .map(|s| s.at)
+                        .chain(self.handoff_sent)
                         .max()
-                        .expect("an acquire was sent");
+                        .expect("an acquire or a handoff was sent");
                     assert!(
                         *valid_until <= latest_send + ttl.as_duration().saturating_sub(ttl.drift()),
                         "validity longer than the key lives"
@@ -566,6 +681,10 @@ impl Harness {
             assert!(
                 ids.is_empty(),
                 "CLEANUP: node {node} may still hold our key (acquire ids {ids:?}) with no release after it"
+            );
+            assert!(
+                !self.handoff_set[node],
+                "CLEANUP: node {node} may still hold the key a handoff set, with no release after it"
             );
         }
     }
@@ -684,6 +803,49 @@ mod tests {
             n += 1;
         }
         assert!(n >= 2);
+    }
+
+    #[test]
+    fn a_handoff_to_us_is_granted_by_a_majority_or_given_back() {
+        let handed = ReplyChoice::Granted(7);
+        // (replies, cycled over the nodes; refused; granted with 1, 3, 5 nodes)
+        let cases = [
+            (vec![handed.clone()], false, [true, true, true]),
+            (vec![handed.clone()], true, [false; 3]),
+            (vec![ReplyChoice::Unknown], false, [false; 3]),
+            (
+                vec![handed.clone(), ReplyChoice::Held(5), ReplyChoice::Unknown],
+                false,
+                [true, false, false],
+            ),
+            (
+                vec![handed, ReplyChoice::Array(vec![2, 1])],
+                true,
+                [false; 3],
+            ),
+        ];
+        for (replies, refuse, granted) in cases {
+            for (nodes, granted) in [1, 3, 5].into_iter().zip(granted) {
+                let trace = run_trace(&input(
+                    nodes,
+                    1000,
+                    vec![
+                        Op::TakeHandoff {
+                            replies: replies.clone(),
+                            refuse,
+                        },
+                        Op::Advance(10),
+                        Op::Reply {
+                            pick: 0,
+                            reply: ReplyChoice::Int(1),
+                        },
+                        Op::ReleaseTo,
+                    ],
+                ));
+                let acquired = trace.iter().any(|l| l.starts_with("Acquired"));
+                assert_eq!(acquired, granted, "{replies:?} {refuse} {nodes}: {trace:?}");
+            }
+        }
     }
 
     #[test]

@@ -26,39 +26,8 @@ impl Lock {
 
     pub(super) fn finish_attempt(&mut self, now: Instant, round: Round) {
         let quorum = self.quorum();
-        let granted: Vec<(usize, u64)> = round
-            .outcomes
-            .iter()
-            .enumerate()
-            .filter_map(|(node, o)| match o {
-                Some(Outcome::Yes(fence)) => Some((round.ids[node].1, *fence)),
-                _ => None,
-            })
-            .collect();
-        let valid_until = round.valid_until();
-        // Redlock needs positive validity; a single Redis hands over what it
-        // granted, however short (the lease then reports itself lost at once).
-        if granted.len() >= quorum && (valid_until > now || self.config.nodes == 1) {
-            self.timers.set(Timer::Expiry, valid_until);
-            let max = granted.iter().map(|&(_, f)| f).max().unwrap_or(0);
-            let lagging: Vec<usize> = granted
-                .iter()
-                .filter(|&&(_, f)| f < max)
-                .map(|&(n, _)| n)
-                .collect();
-            if granted.len() - lagging.len() >= quorum {
-                self.grant(round.sent_at, max);
-            } else {
-                let kind = RoundKind::WriteBack {
-                    fence: max,
-                    already: granted.len() - lagging.len(),
-                };
-                let mut write_back =
-                    self.fan_out(now, kind, round.ttl, |node| lagging.contains(&node));
-                // Validity and renewal still count from the attempt's send.
-                write_back.sent_at = round.sent_at;
-                self.round = Some(write_back);
-            }
+        let granted = granted(&round);
+        if self.grant_majority(now, &round, &granted) {
             return;
         }
         if let Some(error) = round.unreplicated(
@@ -113,6 +82,52 @@ impl Lock {
             })
             .min_by_key(|&p| if p < 0 { i64::MAX } else { p });
         self.wait_for_retry(now, holder_pttl);
+    }
+
+    /// A majority granted and validity is left: the lease is granted, or
+    /// will be once the fence write-back round is done. False otherwise.
+    fn grant_majority(&mut self, now: Instant, round: &Round, granted: &[(usize, u64)]) -> bool {
+        let quorum = self.quorum();
+        let valid_until = round.valid_until();
+        // Redlock needs positive validity; a single Redis hands over what it
+        // granted, however short (the lease then reports itself lost at once).
+        if granted.len() < quorum || (valid_until <= now && self.config.nodes > 1) {
+            return false;
+        }
+        self.timers.set(Timer::Expiry, valid_until);
+        let max = granted.iter().map(|&(_, f)| f).max().unwrap_or(0);
+        let lagging: Vec<usize> = granted
+            .iter()
+            .filter(|&&(_, f)| f < max)
+            .map(|&(n, _)| n)
+            .collect();
+        if granted.len() - lagging.len() >= quorum {
+            self.grant(round.sent_at, max);
+        } else {
+            let kind = RoundKind::WriteBack {
+                fence: max,
+                already: granted.len() - lagging.len(),
+            };
+            let mut write_back = self.fan_out(now, kind, round.ttl, |node| lagging.contains(&node));
+            // Validity and renewal still count from the attempt's send.
+            write_back.sent_at = round.sent_at;
+            self.round = Some(write_back);
+        }
+        true
+    }
+
+    /// The handoff a release made for us, taken as our first attempt's
+    /// round (validity from the release's send): a majority handed over is
+    /// a grant (after the same write-back as an acquire when fewer than a
+    /// majority reported the highest fence). Anything less gives back what
+    /// the handoff may have set, waking waiters (the lock was held there),
+    /// and makes a normal attempt, as if there had been no handoff.
+    pub(super) fn finish_handoff(&mut self, now: Instant, round: Round) {
+        if self.grant_majority(now, &round, &granted(&round)) {
+            return;
+        }
+        self.compensate(now, true);
+        self.start_attempt(now);
     }
 
     pub(super) fn not_acquired(&self) -> Error {
@@ -227,4 +242,17 @@ impl Lock {
             Duration::from_nanos(r % (nanos + 1))
         }
     }
+}
+
+/// The nodes that granted in an attempt round, with their fences.
+fn granted(round: &Round) -> Vec<(usize, u64)> {
+    round
+        .outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(at, o)| match o {
+            Some(Outcome::Yes(fence)) => Some((round.ids[at].1, *fence)),
+            _ => None,
+        })
+        .collect()
 }

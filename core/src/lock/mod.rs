@@ -11,8 +11,10 @@
 //! - `mod.rs`: inputs, outputs, getters, and which timers count in which
 //!   state;
 //! - `acquire.rs`, `renew.rs`, `release.rs`: what a finished round means in
-//!   each phase of a lease (attempts and write-back; extends, renewals and
-//!   reclaims; releases);
+//!   each phase of a lease (attempts, handoffs taken and write-back;
+//!   extends, renewals and reclaims; releases, with or without a handoff);
+//! - `handoff.rs`: what a release hands to the next local waiter
+//!   ([`Successor`] in, [`Handoff`] out);
 //! - `outputs.rs`: what every phase shares: the quorum, the commands they
 //!   queue (fan-outs, compensating releases, reclaims) and the events
 //!   (lost, unsubscribe, done);
@@ -24,6 +26,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 mod acquire;
+mod handoff;
 mod outcomes;
 mod outputs;
 mod release;
@@ -34,6 +37,7 @@ mod timers;
 #[cfg(test)]
 mod tests;
 
+pub use self::handoff::{Handoff, Successor};
 use self::outcomes::Outcome;
 use self::rounds::{Round, RoundKind};
 use self::timers::{Timer, TimerTable};
@@ -175,6 +179,8 @@ pub struct Lock {
     renew_until: Option<Instant>,
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
     replicas: Option<WaitReplicas>,
+    /// The waiter a release in flight hands the lock to (`release_to`).
+    successor: Option<Successor>,
     stats: LockStats,
 }
 
@@ -207,6 +213,7 @@ impl Lock {
             renewing,
             renew_until: None,
             replicas: None,
+            successor: None,
             stats: LockStats::default(),
         }
     }
@@ -278,11 +285,39 @@ impl Lock {
     /// Release the lease; completes with `Released`. After the first release
     /// (or a failed acquire) it completes with `Released(Ok(()))` at once.
     pub fn release(&mut self, now: Instant) -> Result<(), Error> {
+        self.release_with(now, None)
+    }
+
+    /// Release the lease and, in the same round trip, hand the lock to
+    /// `successor`, the next waiter of this client for the same name (see
+    /// [`Successor`]): where the lock holds our token and no other client
+    /// listens for its release, the node sets the successor's token with its
+    /// ttl and issues the next fence, as the successor's own acquire would.
+    /// Completes like `release` (`Released`), preceded by exactly one
+    /// `Event::Handoff` for the successor's lock ([`Lock::accept_handoff`],
+    /// or [`Lock::refuse_handoff`] if its caller left meanwhile), also when
+    /// nothing was handed over: the successor then makes a normal attempt.
+    pub fn release_to(&mut self, now: Instant, successor: Successor) -> Result<(), Error> {
+        self.release_with(now, Some(successor))
+    }
+
+    fn release_with(&mut self, now: Instant, successor: Option<Successor>) -> Result<(), Error> {
+        if successor.is_some() && self.config.kind != Kind::Mutex {
+            // Permits and readers do not line up locally: nobody to hand to.
+            return Err(Error::invalid(format!(
+                "only a lock is handed over in its release, not a {}",
+                self.config.kind.noun()
+            )));
+        }
         match self.state {
             State::Idle | State::Acquiring => {
                 Err(Error::invalid("release needs an acquired lease"))
             }
             State::Releasing | State::Done if self.round.is_none() => {
+                if let Some(successor) = successor {
+                    let handoff = Handoff::nothing(&successor, now, self.config.nodes);
+                    self.events.push_back(Event::Handoff(handoff));
+                }
                 self.events.push_back(Event::Released(Ok(())));
                 Ok(())
             }
@@ -293,10 +328,83 @@ impl Lock {
                 self.abandon_extend();
                 self.timers.stop(Timer::Renew);
                 self.state = State::Releasing;
-                self.round =
-                    Some(self.fan_out(now, RoundKind::Release, self.current_ttl, |_| true));
+                let kind = match successor {
+                    Some(_) => RoundKind::Handoff,
+                    None => RoundKind::Release,
+                };
+                self.successor = successor;
+                self.round = Some(self.fan_out(now, kind, self.current_ttl, |_| true));
                 Ok(())
             }
+        }
+    }
+
+    /// Start acquiring with the handoff a release of this client made for
+    /// this lease (`Event::Handoff` of the releaser's lock), instead of
+    /// [`Lock::acquire`]: it is the first attempt's result, counted from the
+    /// release's send. A majority handed over is a grant (`Acquired`, after
+    /// a fence write-back if needed); anything less is given back and a
+    /// normal attempt follows. Misuse (not idle, or a handoff made for
+    /// another lease) is `InvalidArgument`.
+    pub fn accept_handoff(&mut self, now: Instant, handoff: Handoff) -> Result<(), Error> {
+        self.take_handoff(&handoff)?;
+        self.state = State::Acquiring;
+        if let Wait::Bounded(wait) = self.config.wait {
+            self.timers.set(Timer::Deadline, now + wait);
+        }
+        let round = self.handoff_round(handoff);
+        self.finish_handoff(now, round);
+        Ok(())
+    }
+
+    /// The caller of this lease's acquire left while a release was handing
+    /// the lock to it: release its token at once wherever the handoff may
+    /// have set it (waking waiters), like a cancelled acquire's compensating
+    /// release. No acquire outcome is reported; keep driving until
+    /// `State::Done`. Misuse as for [`Lock::accept_handoff`].
+    pub fn refuse_handoff(&mut self, now: Instant, handoff: Handoff) -> Result<(), Error> {
+        self.take_handoff(&handoff)?;
+        self.state = State::Releasing;
+        self.compensate(now, true);
+        self.settle_if_idle();
+        Ok(())
+    }
+
+    /// Check a handoff is for this idle lease, and note the nodes where it
+    /// may have set our key.
+    fn take_handoff(&mut self, handoff: &Handoff) -> Result<(), Error> {
+        if self.state != State::Idle {
+            return Err(Error::invalid(format!(
+                "acquire was already called for lock {}",
+                self.config.name
+            )));
+        }
+        if !handoff.is_for(&self.config) {
+            return Err(Error::invalid(format!(
+                "a handoff made for another lease of lock {}",
+                self.config.name
+            )));
+        }
+        for (node, outcome) in handoff.outcomes.iter().enumerate() {
+            self.maybe_holding[node] = matches!(
+                outcome,
+                Outcome::Yes(_) | Outcome::Unknown(_) | Outcome::Unreplicated { .. }
+            );
+        }
+        Ok(())
+    }
+
+    /// A handoff as the attempt round it stands for (already complete: its
+    /// ids are never matched against a reply).
+    fn handoff_round(&self, handoff: Handoff) -> Round {
+        Round {
+            kind: RoundKind::Attempt,
+            sent_at: handoff.sent_at,
+            ttl: handoff.ttl,
+            ids: (0..handoff.outcomes.len())
+                .map(|node| (CommandId(u64::MAX), node))
+                .collect(),
+            outcomes: handoff.outcomes.into_iter().map(Some).collect(),
         }
     }
 
@@ -440,7 +548,7 @@ impl Lock {
             RoundKind::WriteBack { fence, already } => {
                 self.finish_write_back(now, round, fence, already)
             }
-            RoundKind::Release => self.finish_release(round),
+            RoundKind::Release | RoundKind::Handoff => self.finish_release(round),
             RoundKind::Extend { .. } => unreachable!("extends run in their own slot"),
         }
     }

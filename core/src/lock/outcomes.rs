@@ -7,11 +7,14 @@ use crate::scripts::Role;
 use crate::{Reply, WaitReplicas};
 
 /// What one node said to one command.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
     /// Acquire: granted with this counter value. RaiseFence: counter now.
     /// Extend: 1. Release: 1, or 2 if the wake-up was not published.
+    /// Handoff: released without handing over (1, or 2: not published).
     Yes(u64),
+    /// Handoff: released and handed to the successor with this fence.
+    HandedOver(u64),
     /// Acquire: held by someone else, with this PTTL. Extend/Release: 0.
     No(i64),
     /// The server refused (the script did not write anything).
@@ -19,7 +22,8 @@ pub(super) enum Outcome {
     /// May or may not have run.
     Unknown(String),
     /// Acquire/Extend: the script said yes, but fewer replicas than required
-    /// acknowledged it (`replicas=N`); our key may be there.
+    /// acknowledged it (`replicas=N`); our key may be there. Handoff: handed
+    /// over, but not acknowledged by enough replicas.
     Unreplicated { acked: u32 },
 }
 
@@ -28,10 +32,16 @@ impl Outcome {
     /// too; a yes with too few acknowledgements is `Unreplicated`.
     pub(super) fn read(role: Role, reply: Reply, replicas: Option<WaitReplicas>) -> Outcome {
         match replicas {
-            Some(wanted) if matches!(role, Role::Acquire | Role::Extend) => {
+            Some(wanted) if matches!(role, Role::Acquire | Role::Extend | Role::Handoff) => {
                 let (reply, acked) = replicas::split(reply);
                 match Outcome::parse(role, reply) {
-                    Outcome::Yes(_) if acked < wanted.replicas => Outcome::Unreplicated { acked },
+                    // A handoff's plain release never needed them; its grant does.
+                    Outcome::Yes(_) if acked < wanted.replicas && role != Role::Handoff => {
+                        Outcome::Unreplicated { acked }
+                    }
+                    Outcome::HandedOver(_) if acked < wanted.replicas => {
+                        Outcome::Unreplicated { acked }
+                    }
                     outcome => outcome,
                 }
             }
@@ -53,6 +63,19 @@ impl Outcome {
                 // A reply we cannot read may still mean the script ran.
                 _ => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
             },
+            (Role::Handoff, Reply::Array(items)) => match items.as_slice() {
+                [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
+                    Outcome::HandedOver(fence_value(fence).expect("checked"))
+                }
+                [Reply::Int(2), Reply::Int(1)] => Outcome::Yes(1),
+                [Reply::Int(2), Reply::Int(0)] => Outcome::Yes(2),
+                [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
+                // It may have run: our key, or the successor's, may be set.
+                _ => Outcome::Unknown("unexpected reply to the handoff script".to_owned()),
+            },
+            (Role::Handoff, _) => {
+                Outcome::Unknown("unexpected reply to the handoff script".to_owned())
+            }
             (Role::RaiseFence, counter) if fence_value(&counter).is_some() => {
                 Outcome::Yes(fence_value(&counter).expect("checked"))
             }
@@ -63,6 +86,28 @@ impl Outcome {
                 Outcome::Unknown("unexpected reply to the acquire script".to_owned())
             }
             _ => Outcome::Failed("unexpected reply from Redis".to_owned()),
+        }
+    }
+}
+
+impl Outcome {
+    /// A handoff's outcome for the releaser: whether our key is gone from
+    /// the node (released, handed over or not).
+    pub(super) fn released(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Yes(_) | Outcome::HandedOver(_) | Outcome::Unreplicated { .. }
+        )
+    }
+
+    /// A handoff's outcome for the successor, read as an acquire's: granted
+    /// with the fence, not set (released and free: `No(-2)`, or someone
+    /// else's: `No(pttl)`), or unknown (its key may be set).
+    pub(super) fn for_successor(&self) -> Outcome {
+        match self {
+            Outcome::HandedOver(fence) => Outcome::Yes(*fence),
+            Outcome::Yes(_) => Outcome::No(-2),
+            other => other.clone(),
         }
     }
 }

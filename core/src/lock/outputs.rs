@@ -93,6 +93,7 @@ impl Lock {
             let id = match kind {
                 RoundKind::WriteBack { fence, .. } => self.push_raise_fence(node, fence),
                 RoundKind::Release => self.push_release(node, true),
+                RoundKind::Handoff => self.push_handoff(node),
                 RoundKind::Attempt => self.push_attempt(node, ttl),
                 RoundKind::Extend { .. } => self.push_extend(node, ttl),
             };
@@ -241,6 +242,32 @@ impl Lock {
         self.push(node, script, keys, vec![token])
     }
 
+    /// A mutex's release that hands the lock to the successor: its token,
+    /// its ttl and its fence key's ttl, as its own acquire would send them
+    /// (`release_to` refuses the other kinds).
+    fn push_handoff(&mut self, node: usize) -> CommandId {
+        let successor = self
+            .successor
+            .as_ref()
+            .expect("a handoff round has a successor");
+        let keys = vec![
+            self.config.keys.lock.clone(),
+            self.config.keys.fence.clone(),
+            self.config.keys.channel.clone(),
+        ];
+        let args = vec![
+            self.config.token.0.as_bytes().to_vec(),
+            successor.token.0.as_bytes().to_vec(),
+            successor.ttl.as_millis().to_string().into_bytes(),
+            successor
+                .fence_grace
+                .fence_ttl(successor.ttl)
+                .to_string()
+                .into_bytes(),
+        ];
+        self.push(node, Script::Handoff, keys, args)
+    }
+
     fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {
         let keys = vec![self.config.keys.fence.clone()];
         let args = vec![
@@ -265,9 +292,10 @@ impl Lock {
             script,
             keys,
             args,
+            // A handoff grants the successor: it waits like an acquire.
             wait_replicas: self
                 .replicas
-                .filter(|_| matches!(script.role(), Role::Acquire | Role::Extend)),
+                .filter(|_| matches!(script.role(), Role::Acquire | Role::Extend | Role::Handoff)),
         });
         id
     }

@@ -1,6 +1,8 @@
-//! Releasing: what a release round's replies mean, and telling extend
-//! callers still waiting that the lease is gone.
+//! Releasing: what a release round's replies mean (with a handoff, for the
+//! successor too), and telling extend callers still waiting that the lease
+//! is gone.
 
+use super::handoff::Handoff;
 use super::outcomes::Outcome;
 use super::rounds::{Round, RoundKind};
 use super::Lock;
@@ -8,11 +10,12 @@ use crate::{Error, Event};
 
 impl Lock {
     /// Released on a majority, or why not; nothing may hold our key after.
+    /// A handoff round first reports what it did for the successor.
     pub(super) fn finish_release(&mut self, round: Round) {
         let yes = round
             .outcomes
             .iter()
-            .filter(|o| matches!(o, Some(Outcome::Yes(_))))
+            .filter(|o| o.as_ref().is_some_and(Outcome::released))
             .count();
         if round
             .outcomes
@@ -33,6 +36,11 @@ impl Lock {
             Err(self.lock_lost())
         };
         self.maybe_holding.iter_mut().for_each(|m| *m = false);
+        if round.kind == RoundKind::Handoff {
+            let successor = self.successor.take().expect("a handoff round has one");
+            let handoff = Handoff::from_round(&successor, &round);
+            self.events.push_back(Event::Handoff(handoff));
+        }
         self.events.push_back(Event::Released(result));
         self.settle_if_idle();
     }

@@ -32,6 +32,8 @@ pub(super) enum RoundKind {
         callers: usize,
     },
     Release,
+    /// A release that hands the lock to `Lock::successor` (handoff.lua).
+    Handoff,
 }
 
 impl RoundKind {
@@ -42,6 +44,7 @@ impl RoundKind {
             RoundKind::WriteBack { .. } => Role::RaiseFence,
             RoundKind::Extend { .. } => Role::Extend,
             RoundKind::Release => Role::Release,
+            RoundKind::Handoff => Role::Handoff,
         }
     }
 }

@@ -485,6 +485,352 @@ fn a_cancelled_acquire_is_underway_until_its_compensation_is_answered() {
     assert_eq!(l.progress(), Progress::Finished);
 }
 
+// ---- handoff ------------------------------------------------------------
+
+/// A lease of the same lock as `lock(...)`, with its own token and ttl.
+fn waiter(nodes: usize, wait: Wait) -> Lock {
+    let name = LockName::new("job").unwrap();
+    Lock::new(LockConfig {
+        kind: Kind::Mutex,
+        keys: KeySpace::default().keys(&name),
+        name,
+        token: Token("w".into()),
+        ttl: Ttl::from_millis(2000).unwrap(),
+        wait,
+        nodes,
+        auto_renew: false,
+        max_hold: None,
+        retry: RetryPolicy::default(),
+        fence_grace: FenceGrace::DEFAULT,
+        seed: 9,
+    })
+}
+
+fn successor(l: &Lock) -> Successor {
+    Successor::new(&l.config)
+}
+
+/// Acquired at ms(0) on every node (fence 5), events drained.
+fn held_lock(nodes: usize) -> Lock {
+    let mut l = lock(nodes, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    for c in commands(&mut l) {
+        l.handle_reply(ms(1), c.id, granted(5));
+    }
+    events(&mut l);
+    l
+}
+
+fn handed(fence: u64) -> Reply {
+    Reply::Array(vec![Reply::Int(1), Reply::Bulk(fence.to_string().into())])
+}
+
+/// The releaser's events: the handoff for the successor, then `Released`
+/// (after `Lost` if the release found the lock gone).
+fn handoff_and_release(l: &mut Lock) -> (Handoff, Result<(), Error>) {
+    match events(l).as_slice() {
+        [Event::Handoff(h), Event::Released(r)]
+        | [Event::Lost, Event::Handoff(h), Event::Released(r)] => (h.clone(), r.clone()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn release_to_sends_one_script_with_both_tokens_and_the_successors_ttls() {
+    let mut l = held_lock(1);
+    let w = waiter(1, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    assert_eq!(c.script, Script::Handoff);
+    let keys = KeySpace::default().keys(&LockName::new("job").unwrap());
+    assert_eq!(c.keys, vec![keys.lock, keys.fence, keys.channel]);
+    let args: Vec<&[u8]> = c.args.iter().map(Vec::as_slice).collect();
+    assert_eq!(args, [&b"t"[..], b"w", b"2000", b"62000"]);
+    assert!(!format!("{c:?}").contains("\"w\""), "no token in Debug");
+}
+
+#[test]
+fn a_handoff_is_the_successors_grant_valid_from_the_release_send() {
+    let mut l = held_lock(1);
+    let mut w = waiter(1, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, handed(6));
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert_eq!(released, Ok(()));
+    assert_eq!(l.state(), State::Done);
+    assert_eq!(handoff.handed_over(), 1);
+
+    w.accept_handoff(ms(12), handoff).unwrap();
+    assert!(commands(&mut w).is_empty(), "no acquire of its own");
+    // ttl 2000 - drift (20 + 2), from the release's send at 10 ms.
+    assert_eq!(
+        events(&mut w),
+        vec![Event::Acquired {
+            fence: 6,
+            valid_until: ms(10 + 1978)
+        }]
+    );
+    assert_eq!(w.state(), State::Held);
+    assert_eq!(w.fence(), Some(6));
+    // From here on it is a lease like any other.
+    w.release(ms(20)).unwrap();
+    let [r] = commands(&mut w).try_into().unwrap();
+    assert_eq!(r.script, Script::Release);
+}
+
+#[test]
+fn a_handoff_that_finds_the_lock_gone_is_lock_lost_and_the_successor_attempts() {
+    let mut l = held_lock(1);
+    let mut w = waiter(1, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, held(700));
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert!(matches!(released, Err(Error::LockLost { .. })));
+    assert!(l.is_lost());
+    assert_eq!(handoff.handed_over(), 0);
+
+    w.accept_handoff(ms(12), handoff).unwrap();
+    let [a] = commands(&mut w).try_into().unwrap();
+    assert_eq!(
+        a.script,
+        Script::Acquire,
+        "a normal attempt, nothing to undo"
+    );
+    w.handle_reply(ms(13), a.id, held(699));
+    assert_eq!(events(&mut w), vec![Event::Subscribe]);
+}
+
+#[test]
+fn released_without_handing_over_leaves_the_successor_a_normal_attempt() {
+    // Another client listened: the node released and published instead.
+    let mut l = held_lock(1);
+    let mut w = waiter(1, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(
+        ms(11),
+        c.id,
+        Reply::Array(vec![Reply::Int(2), Reply::Int(0)]),
+    );
+    match events(&mut l).as_slice() {
+        [Event::NotPublished, Event::Handoff(h), Event::Released(Ok(()))] => {
+            w.accept_handoff(ms(12), h.clone()).unwrap();
+        }
+        other => panic!("{other:?}"),
+    }
+    let [a] = commands(&mut w).try_into().unwrap();
+    assert_eq!(a.script, Script::Acquire);
+}
+
+#[test]
+fn an_unknown_handoff_is_given_back_before_the_successor_attempts() {
+    let mut l = held_lock(1);
+    let mut w = waiter(1, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, Reply::Unknown("timed out".into()));
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert!(matches!(released, Err(Error::Redis { .. })));
+    w.accept_handoff(ms(12), handoff).unwrap();
+    let [r, a] = commands(&mut w).try_into().unwrap();
+    // Its own token, waking waiters: the lock may have been held there.
+    assert_eq!((r.script, r.keys.len()), (Script::Release, 2));
+    assert_eq!(r.args, vec![b"w".to_vec()]);
+    assert_eq!(a.script, Script::Acquire);
+}
+
+#[test]
+fn a_successor_whose_caller_left_gives_the_handoff_back_at_once() {
+    let mut l = held_lock(1);
+    let mut w = waiter(1, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, handed(6));
+    let (handoff, _) = handoff_and_release(&mut l);
+    w.refuse_handoff(ms(12), handoff).unwrap();
+    let [r] = commands(&mut w).try_into().unwrap();
+    assert_eq!((r.script, r.keys.len()), (Script::Release, 2));
+    assert_eq!(r.args, vec![b"w".to_vec()]);
+    assert_eq!(w.progress(), Progress::Underway);
+    w.handle_reply(ms(13), r.id, Reply::Int(1));
+    assert!(events(&mut w).is_empty(), "no acquire outcome");
+    assert_eq!(w.state(), State::Done);
+    assert_eq!(w.progress(), Progress::Finished);
+}
+
+#[test]
+fn redlock_handoff_needs_a_majority_and_writes_the_highest_fence_back() {
+    let mut l = held_lock(3);
+    let mut w = waiter(3, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let cs = commands(&mut l);
+    for (c, reply) in cs.iter().zip([handed(7), handed(9), held(500)]) {
+        l.handle_reply(ms(11), c.id, reply);
+    }
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert_eq!(released, Ok(()), "released on a majority");
+    assert_eq!(handoff.handed_over(), 2);
+    w.accept_handoff(ms(12), handoff).unwrap();
+    // Only node 1 reported 9: node 0 is raised before the lease is returned.
+    let [wb] = commands(&mut w).try_into().unwrap();
+    assert_eq!((wb.script, wb.node), (Script::RaiseFence, 0));
+    assert!(events(&mut w).is_empty());
+    w.handle_reply(ms(13), wb.id, Reply::Bulk(b"9".to_vec()));
+    assert_eq!(
+        events(&mut w),
+        vec![Event::Acquired {
+            fence: 9,
+            valid_until: ms(10 + 1978)
+        }]
+    );
+}
+
+#[test]
+fn redlock_handoff_to_a_minority_is_given_back_and_the_successor_attempts() {
+    let mut l = held_lock(3);
+    let mut w = waiter(3, Wait::Forever);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let cs = commands(&mut l);
+    let two = Reply::Array(vec![Reply::Int(2), Reply::Int(1)]);
+    for (c, reply) in cs.iter().zip([handed(7), two.clone(), two]) {
+        l.handle_reply(ms(11), c.id, reply);
+    }
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert_eq!(released, Ok(()));
+    w.accept_handoff(ms(12), handoff).unwrap();
+    let sent: Vec<(Script, usize)> = commands(&mut w)
+        .iter()
+        .map(|c| (c.script, c.node))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            (Script::Release, 0),
+            (Script::Acquire, 0),
+            (Script::Acquire, 1),
+            (Script::Acquire, 2)
+        ]
+    );
+}
+
+#[test]
+fn handoff_misuse_is_invalid_argument() {
+    let mut l = held_lock(1);
+    let mut w = waiter(1, Wait::Forever);
+    let mut other = lock(1, Wait::Forever, false);
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, handed(6));
+    let (handoff, _) = handoff_and_release(&mut l);
+    // Made for `w`, not for `other`.
+    assert!(matches!(
+        other.accept_handoff(ms(12), handoff.clone()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(other.state(), State::Idle);
+    w.acquire(ms(12)).unwrap();
+    assert!(matches!(
+        w.accept_handoff(ms(12), handoff.clone()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        w.refuse_handoff(ms(12), handoff),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A release_to before the lease is held is refused like a release.
+    let mut idle = lock(1, Wait::Forever, false);
+    assert!(idle.release_to(ms(0), successor(&w)).is_err());
+    assert!(events(&mut idle).is_empty());
+}
+
+#[test]
+fn release_to_after_the_release_still_hands_nothing_over_exactly_once() {
+    let mut l = held_lock(1);
+    l.release(ms(10)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, Reply::Int(1));
+    events(&mut l);
+    let mut w = waiter(1, Wait::Forever);
+    l.release_to(ms(12), successor(&w)).unwrap();
+    assert!(commands(&mut l).is_empty());
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert_eq!(released, Ok(()));
+    w.accept_handoff(ms(12), handoff).unwrap();
+    let [a] = commands(&mut w).try_into().unwrap();
+    assert_eq!(a.script, Script::Acquire);
+}
+
+#[test]
+fn with_replicas_a_handoff_waits_for_them_and_too_few_fail_like_an_acquire() {
+    let mut l = held_lock(1);
+    l.require_replicas(1, Duration::from_millis(100));
+    let mut w = waiter(1, Wait::Forever);
+    w.require_replicas(1, Duration::from_millis(100));
+    l.release_to(ms(10), successor(&w)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    assert!(c.wait_replicas.is_some());
+    l.handle_reply(ms(11), c.id, Reply::Array(vec![handed(6), Reply::Int(0)]));
+    let (handoff, released) = handoff_and_release(&mut l);
+    assert_eq!(released, Ok(()), "our own key is gone all the same");
+    w.accept_handoff(ms(12), handoff).unwrap();
+    // Not replicated: given back, then a normal attempt (which waits too).
+    let [r, a] = commands(&mut w).try_into().unwrap();
+    assert_eq!((r.script, a.script), (Script::Release, Script::Acquire));
+    assert!(a.wait_replicas.is_some());
+}
+
+#[test]
+fn only_a_mutex_is_handed_over() {
+    // A semaphore permit or a reader/writer does not line up locally: a
+    // release_to (or a handoff taken by one) is misuse, and sends nothing.
+    let name = LockName::new("job").unwrap();
+    let kind = Kind::Semaphore(crate::Permits::new(2).unwrap());
+    let config = LockConfig {
+        kind,
+        keys: KeySpace::default().keys_for(&name, kind),
+        name,
+        token: Token("s".into()),
+        ttl: Ttl::from_millis(1000).unwrap(),
+        wait: Wait::Forever,
+        nodes: 1,
+        auto_renew: false,
+        max_hold: None,
+        retry: RetryPolicy::default(),
+        fence_grace: FenceGrace::DEFAULT,
+        seed: 3,
+    };
+    let mut permit = Lock::new(config.clone());
+    permit.acquire(ms(0)).unwrap();
+    let [c] = commands(&mut permit).try_into().unwrap();
+    permit.handle_reply(ms(1), c.id, granted(5));
+    events(&mut permit);
+    let w = waiter(1, Wait::Forever);
+    assert!(matches!(
+        permit.release_to(ms(2), successor(&w)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(commands(&mut permit).is_empty());
+    assert_eq!(
+        permit.state(),
+        State::Held,
+        "still held: release it as usual"
+    );
+
+    // A handoff made for a mutex lease is not taken by a permit.
+    let mut l = held_lock(1);
+    let mut other = Lock::new(config);
+    l.release_to(ms(10), Successor::new(&other.config)).unwrap();
+    let [c] = commands(&mut l).try_into().unwrap();
+    l.handle_reply(ms(11), c.id, handed(6));
+    let (handoff, _) = handoff_and_release(&mut l);
+    assert!(matches!(
+        other.accept_handoff(ms(12), handoff),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
 #[test]
 fn stats_count_contended_attempts_renewals_and_the_winning_send() {
     let mut l = lock(1, Wait::Bounded(Duration::from_secs(5)), true);

@@ -5,14 +5,18 @@
 //! - **Time** is one global virtual clock in microseconds ([`Micros`]). Nothing
 //!   sleeps; the simulator jumps from one scheduled event to the next.
 //! - **Nodes** ([`Node`]) are fake Redis servers: a map `key -> (value,
-//!   expiry)` that executes exactly the four scripts' semantics, with a clock
+//!   expiry)` that executes exactly the scripts' semantics (and counts the
+//!   channel's subscribers, which the handoff script asks), with a clock
 //!   that may run a little fast or slow. A node can crash (all data lost) and
 //!   come back later, or be unreachable for a while (data kept).
 //! - **Clients** ([`Client`]) are processes with their own clock (offset and a
 //!   rate within the drift bound) and optional pauses (stop-the-world: nothing
 //!   on that client is processed until the pause ends). A client runs one
 //!   `fencelock_core::Lock` per lease ([`LeaseSim`]), one after another if
-//!   planned.
+//!   planned, or, with the driver's local line (`Sim::local_line`), lined up
+//!   behind the one holding the turn: a release then hands the lock to the
+//!   first in line in its own round trip (`Lock::release_to`), and the
+//!   successor takes the handoff (or refuses it, if cancelled meanwhile).
 //! - **The network** ([`Net`]) carries each command to its node after a random
 //!   delay, in order per (client, node) connection like TCP. A request may be
 //!   dropped (never runs), a reply may be dropped (ran, but the client never

@@ -1,6 +1,6 @@
 //! A fake Redis server executing the scripts' semantics (core/src/scripts).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A sorted set: member -> score (the holders' expiries in server ms, the
 /// line's arrivals in server µs). Members expire by score (the scripts
@@ -32,6 +32,8 @@ pub struct Node {
     pub time_offset: i64,
     /// The ACL refuses PUBLISH (a user without channel rights).
     pub refuse_publish: bool,
+    /// Leases subscribed to the lock's channel here (`PUBSUB NUMSUB`).
+    pub subscribers: BTreeSet<usize>,
     /// Scripts run (while up), for round-trip accounting.
     pub executed: Vec<Script>,
 }
@@ -46,6 +48,7 @@ impl Default for Node {
             rate_ppm: 1_000_000,
             time_offset: 0,
             refuse_publish: false,
+            subscribers: BTreeSet::new(),
             executed: Vec::new(),
         }
     }
@@ -99,6 +102,24 @@ impl Node {
     /// The fencing counter stored under `key` (0 if absent).
     pub fn counter(&mut self, key: &[u8], now: Micros) -> i64 {
         self.get(key, now).and_then(|(v, _)| int(&v)).unwrap_or(0)
+    }
+
+    /// The fence counter under `key` as the scripts read it: 0 if absent,
+    /// `None` if unreadable (not decimal, or no u64 above it).
+    fn stored_fence(&mut self, key: &[u8], now: Micros) -> Option<u128> {
+        match self.live(key, now) {
+            None => Some(0),
+            Some((v, _)) => fence(v).filter(|&n| n < u64::MAX as u128),
+        }
+    }
+
+    /// The lock's PTTL as the scripts see it: -2 free, -1 no expiry.
+    fn pttl(&mut self, key: &[u8], now: Micros) -> i64 {
+        match self.live(key, now).map(|e| e.1) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(exp)) => self.server_ms(exp - now) as i64,
+        }
     }
 
     /// `TIME` in whole ms, as the server's wall clock reads at `now`.
@@ -339,8 +360,8 @@ impl Node {
         (Reply::Array(vec![Reply::Int(1), bulk(next)]), None)
     }
 
-    /// Runs one script. Returns the reply and, for a successful release, the
-    /// channel a notification was published on.
+    /// Runs one script. Returns the reply and, for a release that freed the
+    /// lock, the channel a notification was published on.
     pub fn exec(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
         self.executed.push(cmd.script);
         let err = |m: &str| (Reply::Error(m.to_string()), None);
@@ -698,6 +719,52 @@ impl Node {
             // A write to the user's own data, never a lock's command: the
             // driver tests run it against a real Redis.
             Script::FencedSet => err("ERR the simulator holds no user data"),
+            Script::Handoff => self.handoff(now, cmd),
+        }
+    }
+
+    /// handoff.lua: release ours and, while nobody listens on the channel,
+    /// set the successor's token and the next fence; else DEL + PUBLISH.
+    /// -> {1, "fence"} | {2, 1} | {2, 0} (PUBLISH refused) | {0, pttl}
+    fn handoff(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+        let err = |m: &str| (Reply::Error(m.to_string()), None);
+        let key = |i: usize| cmd.keys.get(i).cloned();
+        let arg = |i: usize| cmd.args.get(i).cloned();
+        let (Some(lock), Some(fence_key), Some(channel)) = (key(0), key(1), key(2)) else {
+            return err("ERR wrong number of arguments");
+        };
+        let (Some(token), Some(successor), Some(ttl), Some(fence_ttl)) =
+            (arg(0), arg(1), arg(2), arg(3))
+        else {
+            return err("ERR wrong number of arguments");
+        };
+        if self.live(&lock, now).is_none_or(|(v, _)| *v != token) {
+            let pttl = self.pttl(&lock, now);
+            return (Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)]), None);
+        }
+        let (Some(ttl), Some(fence_ttl)) = (
+            int(&ttl).filter(|t| *t > 0),
+            int(&fence_ttl).filter(|t| *t > 0),
+        ) else {
+            return err("ERR invalid expire time in 'set' command");
+        };
+        let stored = self.stored_fence(&fence_key, now);
+        if let (true, Some(stored)) = (self.subscribers.is_empty(), stored) {
+            let next = self.next_fence(stored, now);
+            let fence_expires = now + self.real_us(fence_ttl as u64);
+            self.set(&fence_key, next.to_string().as_bytes(), Some(fence_expires));
+            let expires = now + self.real_us(ttl as u64);
+            self.set(&lock, &successor, Some(expires));
+            return (Reply::Array(vec![Reply::Int(1), bulk(next)]), None);
+        }
+        self.data.remove(&lock);
+        if self.refuse_publish {
+            (Reply::Array(vec![Reply::Int(2), Reply::Int(0)]), None)
+        } else {
+            (
+                Reply::Array(vec![Reply::Int(2), Reply::Int(1)]),
+                Some(channel),
+            )
         }
     }
 

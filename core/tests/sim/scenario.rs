@@ -53,6 +53,10 @@ pub struct Scenario {
     pub noise: bool,
     /// Nodes become unreachable (data kept) at random, any number at once.
     pub partitions: bool,
+    /// Each client has the driver's local line: its leases start at random
+    /// instants, line up behind the one holding the turn, and releases
+    /// hand the lock to the first in line (`Lock::release_to`).
+    pub handoffs: bool,
 }
 
 impl Scenario {
@@ -110,6 +114,9 @@ impl Scenario {
                 rate_ppm: rate(&mut rng),
             };
             let c = sim.add_client(clock);
+            if self.handoffs {
+                sim.local_line(c);
+            }
             if self.pauses {
                 for _ in 0..rng.range(0, 2) {
                     let from = rng.range(0, horizon);
@@ -145,6 +152,8 @@ impl Scenario {
                 let l = sim.add_lease(c, opts);
                 match prev {
                     None => sim.at(rng.range(0, ttl), l, AppAction::Acquire),
+                    // In line together: they overlap, and hand over.
+                    Some(_) if self.handoffs => sim.at(rng.range(0, ttl), l, AppAction::Acquire),
                     Some(p) => sim.leases[p].plan.then = Some((l, rng.range(0, ttl / 2))),
                 }
                 prev = Some(l);

@@ -1,11 +1,12 @@
 //! The world: network, clients, leases, the event queue and the checks.
 
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt::Write as _;
 
 use fencelock_core::{
-    Command, CommandId, Error, Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig,
-    LockKeys, LockName, MaxHold, Reply, RetryPolicy, Script, State, Token, Ttl, Wait,
+    Command, CommandId, Error, Event, FenceGrace, Handoff, Instant, KeySpace, Kind, Lock,
+    LockConfig, LockKeys, LockName, MaxHold, Reply, RetryPolicy, Script, State, Successor, Token,
+    Ttl, Wait,
 };
 
 use super::{Clock, Micros, Node, Rng, MS};
@@ -57,6 +58,18 @@ pub struct Client {
     pub clock: Clock,
     /// Stop-the-world pauses `[from, to)` in global time.
     pub pauses: Vec<(Micros, Micros)>,
+    /// The driver's local FIFO, if this client has one (`Sim::local_line`).
+    pub line: Option<LocalLine>,
+}
+
+/// The driver's local FIFO for the lock: one lease of the client at a time
+/// holds the turn (acquiring, holding, or compensating); the others line up
+/// without sending anything, and a release hands the lock to the first in
+/// line (`Lock::release_to`), the turn going with it.
+#[derive(Clone, Debug, Default)]
+pub struct LocalLine {
+    pub turn: Option<usize>,
+    pub waiting: VecDeque<usize>,
 }
 
 /// What the application does with a lease, beyond explicit calls.
@@ -114,6 +127,14 @@ pub struct LeaseSim {
     /// Same-instant timer firings, to catch a machine that asks for a timeout
     /// in the past forever.
     spins: (Micros, u32),
+    /// What the lock was made from (a successor is built from it).
+    pub config: LockConfig,
+    /// The lease a release in flight hands the lock to.
+    pub promised_to: Option<usize>,
+    /// Waiting for a handoff promised by this lease (then never started).
+    pub promised_by: Option<usize>,
+    /// The lease whose release handed this one the lock (taken or refused).
+    pub handed_by: Option<usize>,
 }
 
 impl LeaseSim {
@@ -125,6 +146,17 @@ impl LeaseSim {
     }
     pub fn last_event(&self) -> Option<&Event> {
         self.events.last().map(|e| &e.1)
+    }
+    /// Acquired by a handoff from another lease's release (no attempt of
+    /// its own before the grant).
+    pub fn handed_over(&self) -> bool {
+        match (self.handed_by, self.acquired) {
+            (Some(_), Some((at, _))) => !self
+                .sent
+                .iter()
+                .any(|(t, c)| *t <= at && c.script == Script::Acquire),
+            _ => false,
+        }
     }
 }
 
@@ -191,6 +223,15 @@ enum Ev {
         lease: usize,
         gen: u64,
     },
+    /// A releaser's `Event::Handoff` reaches its successor (same client).
+    Handoff {
+        lease: usize,
+        handoff: Handoff,
+    },
+    /// The local line's turn came to a lease that lined up: it starts.
+    Turn {
+        lease: usize,
+    },
     /// Down for a while; `wipe`: loses all data (a crash), else keeps it (a
     /// partition or a restart with persistence).
     Crash {
@@ -219,7 +260,9 @@ impl Ev {
             | Ev::CmdTimeout { lease, .. }
             | Ev::Timer { lease, .. }
             | Ev::SubConfirm { lease, .. }
-            | Ev::Wakeup { lease, .. } => Some(*lease),
+            | Ev::Wakeup { lease, .. }
+            | Ev::Handoff { lease, .. }
+            | Ev::Turn { lease } => Some(*lease),
             Ev::Exec { .. } | Ev::Crash { .. } | Ev::Restart { .. } | Ev::Noise { .. } => None,
         }
     }
@@ -260,13 +303,28 @@ pub struct Arrival {
     pub id: CommandId,
     pub script: Script,
     pub reply: Option<Reply>,
+    /// A handoff's successor.
+    pub successor: Option<usize>,
 }
 
 impl Arrival {
     /// An acquire (of any kind) that set the key or added the holder.
     pub fn granted(&self) -> bool {
-        self.script.is_acquire()
-            && matches!(&self.reply, Some(Reply::Array(a)) if a.first() == Some(&Reply::Int(1)))
+        self.script.is_acquire() && self.said_one()
+    }
+
+    /// The lease whose key this command set: an acquire's own, or a
+    /// handoff's successor.
+    pub fn set_key_of(&self) -> Option<usize> {
+        match self.script {
+            script if script.is_acquire() && self.said_one() => Some(self.lease),
+            Script::Handoff if self.said_one() => self.successor,
+            _ => None,
+        }
+    }
+
+    fn said_one(&self) -> bool {
+        matches!(&self.reply, Some(Reply::Array(a)) if a.first() == Some(&Reply::Int(1)))
     }
 }
 
@@ -286,8 +344,6 @@ pub struct Sim {
     /// so messages on one connection stay in order.
     last_request: BTreeMap<(usize, usize), Micros>,
     last_reply: BTreeMap<(usize, usize), Micros>,
-    /// Per node: leases subscribed to the lock's channel.
-    subscribers: Vec<BTreeSet<usize>>,
     /// Every request that reached a node, in order, with the reply it
     /// produced (`None`: the node was down, nothing ran).
     pub arrived: Vec<Arrival>,
@@ -315,7 +371,6 @@ impl Sim {
             seq: 0,
             last_request: BTreeMap::new(),
             last_reply: BTreeMap::new(),
-            subscribers: vec![BTreeSet::new(); nodes],
             arrived: Vec::new(),
             violations: Vec::new(),
             tracing: std::env::var_os("SIM_TRACE").is_some(),
@@ -337,13 +392,20 @@ impl Sim {
         self.clients.push(Client {
             clock,
             pauses: Vec::new(),
+            line: None,
         });
         self.clients.len() - 1
     }
 
+    /// Give `client` the driver's local FIFO: its leases line up behind the
+    /// one holding the turn, and releases hand the lock over to them.
+    pub fn local_line(&mut self, client: usize) {
+        self.clients[client].line = Some(LocalLine::default());
+    }
+
     pub fn add_lease(&mut self, client: usize, opts: LeaseOpts) -> usize {
         let id = self.leases.len();
-        let lock = Lock::new(LockConfig {
+        let config = LockConfig {
             name: self.name.clone(),
             kind: opts.kind,
             keys: KeySpace::default().keys_for(&self.name, opts.kind),
@@ -356,7 +418,8 @@ impl Sim {
             retry: opts.retry,
             fence_grace: FenceGrace::DEFAULT,
             seed: id as u64,
-        });
+        };
+        let lock = Lock::new(config.clone());
         self.leases.push(LeaseSim {
             client,
             lock,
@@ -374,6 +437,10 @@ impl Sim {
             timer: None,
             finished: false,
             spins: (0, 0),
+            config,
+            promised_to: None,
+            promised_by: None,
+            handed_by: None,
         });
         id
     }
@@ -596,7 +663,7 @@ impl Sim {
             }
             Ev::SubConfirm { lease, node, gen } => {
                 if self.leases[lease].sub_gen == gen && self.leases[lease].subscribed {
-                    self.subscribers[node].insert(lease);
+                    self.nodes[node].subscribers.insert(lease);
                     self.log(|| format!("L{lease} subscribed on n{node}"));
                     let now = self.local_now(lease);
                     self.leases[lease].lock.handle_wakeup(now);
@@ -608,6 +675,19 @@ impl Sim {
                     self.log(|| format!("L{lease} wakeup"));
                     let now = self.local_now(lease);
                     self.leases[lease].lock.handle_wakeup(now);
+                    self.after_input(lease);
+                }
+            }
+            Ev::Handoff { lease, handoff } => self.take_handoff(lease, handoff),
+            Ev::Turn { lease } => {
+                if self.leases[lease].lock.state() == State::Idle {
+                    self.log(|| format!("L{lease} turn"));
+                    let now = self.local_now(lease);
+                    let result = self.leases[lease].lock.acquire(now);
+                    if let Err(e) = result {
+                        self.violations
+                            .push(format!("L{lease}: start in turn: {e}"));
+                    }
                     self.after_input(lease);
                 }
             }
@@ -656,8 +736,21 @@ impl Sim {
 
     fn app(&mut self, lease: usize, action: AppAction) {
         let now = self.local_now(lease);
-        let l = &mut self.leases[lease];
         let result = match action {
+            AppAction::Acquire if self.line_up(lease) => Ok(()),
+            AppAction::Release => self.release(lease, now),
+            AppAction::Cancel if self.leave_line(lease) => Ok(()),
+            _ => self.call(lease, action, now),
+        };
+        self.log(|| format!("L{lease} app {action:?} -> {result:?}"));
+        self.leases[lease].calls.push((self.now, action, result));
+        self.after_input(lease);
+    }
+
+    /// An app call straight to the lease's lock.
+    fn call(&mut self, lease: usize, action: AppAction, now: Instant) -> Result<(), Error> {
+        let l = &mut self.leases[lease];
+        match action {
             AppAction::Acquire => l.lock.acquire(now),
             AppAction::Extend(ttl) => l.lock.extend(now, ttl),
             AppAction::Release => {
@@ -677,10 +770,118 @@ impl Sim {
                 l.lock.stop_renewing(now);
                 Ok(())
             }
+        }
+    }
+
+    // ---- the local line (the driver's FIFO) -------------------------------
+
+    /// An acquire on a client with a local line: take the turn if it is
+    /// free (then the lock starts as usual: false), else line up without
+    /// sending anything (true).
+    fn line_up(&mut self, lease: usize) -> bool {
+        // Not idle (acquired twice, or cancelled first): the lock refuses it.
+        if self.leases[lease].lock.state() != State::Idle {
+            return false;
+        }
+        // Permits and readers do not line up locally (nor are handed over).
+        if !self.leases[lease].config.kind.lines_up_locally() {
+            return false;
+        }
+        let Some(line) = self.clients[self.leases[lease].client].line.as_mut() else {
+            return false;
         };
-        self.log(|| format!("L{lease} app {action:?} -> {result:?}"));
-        self.leases[lease].calls.push((self.now, action, result));
+        match line.turn {
+            Some(holder) if holder != lease => {
+                line.waiting.push_back(lease);
+                true
+            }
+            Some(_) => false,
+            None => {
+                line.turn = Some(lease);
+                false
+            }
+        }
+    }
+
+    /// A cancel of a lease that never started: it leaves the line (true).
+    /// One promised a handoff stays until the handoff comes, and refuses it.
+    fn leave_line(&mut self, lease: usize) -> bool {
+        let l = &self.leases[lease];
+        if l.lock.state() != State::Idle {
+            return false;
+        }
+        if l.promised_by.is_some() {
+            self.leases[lease].let_go = true;
+            return true;
+        }
+        let client = l.client;
+        let Some(line) = self.clients[client].line.as_mut() else {
+            return false;
+        };
+        let Some(at) = line.waiting.iter().position(|&w| w == lease) else {
+            return false;
+        };
+        line.waiting.remove(at);
+        let now = self.local_now(lease);
+        let l = &mut self.leases[lease];
+        l.let_go = true;
+        l.lock.cancel(now);
+        true
+    }
+
+    /// A release: handed to the first in line when this lease holds the turn
+    /// and the lock, else a plain release.
+    fn release(&mut self, lease: usize, now: Instant) -> Result<(), Error> {
+        let held = self.leases[lease].lock.state() == State::Held;
+        let next = match self.clients[self.leases[lease].client].line.as_mut() {
+            Some(line) if held && line.turn == Some(lease) => line.waiting.pop_front(),
+            _ => None,
+        };
+        let Some(next) = next else {
+            return self.call(lease, AppAction::Release, now);
+        };
+        let successor = Successor::new(&self.leases[next].config);
+        self.leases[lease].let_go = true;
+        self.leases[lease]
+            .lock
+            .release_to(now, successor)
+            .inspect(|()| {
+                self.leases[lease].promised_to = Some(next);
+                self.leases[next].promised_by = Some(lease);
+            })
+    }
+
+    /// The turn goes with a handoff; the successor takes it or refuses it.
+    fn take_handoff(&mut self, lease: usize, handoff: Handoff) {
+        let now = self.local_now(lease);
+        let l = &mut self.leases[lease];
+        l.handed_by = l.promised_by.take();
+        let result = if l.let_go {
+            l.lock.refuse_handoff(now, handoff)
+        } else {
+            l.lock.accept_handoff(now, handoff)
+        };
+        self.log(|| format!("L{lease} handoff taken -> {result:?}"));
+        if let Err(e) = result {
+            self.violations
+                .push(format!("L{lease}: handoff refused by the core: {e}"));
+        }
         self.after_input(lease);
+    }
+
+    /// `lease` is done with the turn (released, lost, failed, finished):
+    /// the first in line starts.
+    fn free_turn(&mut self, lease: usize) {
+        let Some(line) = self.clients[self.leases[lease].client].line.as_mut() else {
+            return;
+        };
+        if line.turn != Some(lease) {
+            return;
+        }
+        line.turn = line.waiting.pop_front();
+        if let Some(next) = line.turn {
+            self.schedule(self.now, Ev::Turn { lease: next });
+        }
     }
 
     fn delay(&mut self) -> Micros {
@@ -728,6 +929,10 @@ impl Sim {
     }
 
     fn exec(&mut self, lease: usize, node: usize, cmd: Command) {
+        let successor = (cmd.script == Script::Handoff)
+            .then(|| cmd.args.get(1)?.strip_prefix(b"token-"))
+            .flatten()
+            .and_then(|id| std::str::from_utf8(id).ok()?.parse().ok());
         let mut arrival = Arrival {
             at: self.now,
             node,
@@ -735,6 +940,7 @@ impl Sim {
             id: cmd.id,
             script: cmd.script,
             reply: None,
+            successor,
         };
         if !self.nodes[node].up {
             self.log(|| format!("n{node} down: {:?} lost", cmd.id));
@@ -751,7 +957,7 @@ impl Sim {
             )
         });
         if published.is_some() {
-            for sub in self.subscribers[node].clone() {
+            for sub in self.nodes[node].subscribers.clone() {
                 if !self.rng.chance(self.net.drop_wakeup) {
                     let at = self.now + self.delay();
                     let gen = self.leases[sub].sub_gen;
@@ -800,8 +1006,8 @@ impl Sim {
                     let l = &mut self.leases[lease];
                     l.sub_gen += 1;
                     l.subscribed = false;
-                    for subs in &mut self.subscribers {
-                        subs.remove(&lease);
+                    for node in &mut self.nodes {
+                        node.subscribers.remove(&lease);
                     }
                 }
                 Event::Acquired { fence, .. } => {
@@ -818,6 +1024,28 @@ impl Sim {
                     if let Some(h) = hold {
                         self.at(self.now + h, lease, AppAction::Release);
                     }
+                }
+                Event::Handoff(handoff) => {
+                    let Some(next) = self.leases[lease].promised_to.take() else {
+                        self.violations
+                            .push(format!("L{lease}: a handoff nobody was promised"));
+                        continue;
+                    };
+                    // The turn goes with it, straight to the successor.
+                    let client = self.leases[lease].client;
+                    if let Some(line) = self.clients[client].line.as_mut() {
+                        line.turn = Some(next);
+                    }
+                    self.schedule(
+                        self.now,
+                        Ev::Handoff {
+                            lease: next,
+                            handoff,
+                        },
+                    );
+                }
+                Event::Released(_) | Event::Lost | Event::AcquireFailed(_) => {
+                    self.free_turn(lease);
                 }
                 _ => {}
             }
@@ -843,6 +1071,7 @@ impl Sim {
             if let Some((next, think)) = l.plan.then {
                 self.at(self.now + think, next, AppAction::Acquire);
             }
+            self.free_turn(lease);
         }
     }
 
@@ -1050,10 +1279,11 @@ impl Sim {
         for (i, l) in self.leases.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "L{i} (client {}): state {:?}, fence {:?}, windows {:?}, events {:?}",
+                "L{i} (client {}): state {:?}, fence {:?}, handed by {:?}, windows {:?}, events {:?}",
                 l.client,
                 l.lock.state(),
                 l.fence(),
+                l.handed_by,
                 self.windows(i),
                 l.events
             );

@@ -1,5 +1,5 @@
 'use strict'
-// `connect(urls)` for the shared case files (force-cases.js,
+// `connect(urls)` for the shared case files (force-cases.js, handoff-cases.js,
 // primitives-cases.js): a fencelock/wasm Client over one ioredis client per
 // URL, quit after the test file.
 const { after } = require('node:test')

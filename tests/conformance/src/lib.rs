@@ -32,11 +32,12 @@ pub fn kind_of(sc: &Value) -> Kind {
     }
 }
 
-/// A commands.json scenario's argument: `$token` kept as the mask, `$key`
-/// the scenario's key of that name, anything else its bytes.
+/// A commands.json scenario's argument: `$token` (and a handoff's
+/// `$waiter_token`) kept as the mask, `$key` the scenario's key of that
+/// name, anything else its bytes.
 pub fn resolve(v: &Value, sc: &Value) -> Vec<u8> {
     match v.as_str() {
-        Some("$token") => b"$token".to_vec(),
+        Some(mask @ ("$token" | "$waiter_token")) => mask.as_bytes().to_vec(),
         Some(key) if key.starts_with('$') && sc["keys"].get(&key[1..]).is_some() => {
             bytes(&sc["keys"][&key[1..]])
         }

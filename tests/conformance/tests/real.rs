@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fencelock::{Client, ClientOptions, Error, Kind, Lease, LockOptions};
+use fencelock::{Acquire, Client, ClientOptions, Error, Kind, Lease, LockOptions};
 use fencelock_conformance::{bytes, is_token, kind_of, resolve, script_calls, vectors};
 use fencelock_testkit::resp::{Conn, Value as Resp};
 use fencelock_testkit::{redis_url, Monitor};
@@ -45,6 +45,23 @@ fn outcome(result: Result<(), Error>) -> Value {
             }
         }
     }
+}
+
+/// An acquire's outcome in the vectors' notation (with the validity, which
+/// the outcome step checks); the lease is kept.
+fn acquired(result: Result<Lease, Error>, lease: &mut Option<Lease>) -> Value {
+    match result {
+        Ok(l) => {
+            let v = serde_json::json!({"acquired": l.fence().to_string(), "validity": l.valid_for().as_millis() as u64});
+            *lease = Some(l);
+            v
+        }
+        Err(e) => outcome(Err(e)),
+    }
+}
+
+fn token_of(lease: &Option<Lease>) -> Option<Vec<u8>> {
+    lease.as_ref().map(|l| l.token().as_bytes().to_vec())
 }
 
 /// The scenario's acquire, through the handle its primitive has.
@@ -93,26 +110,29 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
         if let Some(wait) = sc["wait_ms"].as_u64() {
             lock = lock.wait(Duration::from_millis(wait));
         }
-        let mut lease: Option<Lease> = None;
-        let mut got = Value::Null;
+        // The scenario's lease [0] and, in handoff scenarios, the waiter [1]
+        // of the same client: its acquire lines up inside the call, and is
+        // awaited at its outcome step.
+        let mut leases: [Option<Lease>; 2] = [None, None];
+        let mut waiting: Option<Acquire> = None;
+        let mut got = [Value::Null, Value::Null];
         let mut expected: Vec<Call> = Vec::new();
         for step in sc["steps"].as_array().unwrap() {
             let at = format!("{title}: {step}");
+            let who = usize::from(step["lease"] == "waiter");
             if let Some(call) = step["call"].as_str() {
-                got = match call {
-                    "acquire" => match acquire(&client, sc, &lock).await {
-                        Ok(l) => {
-                            let v = serde_json::json!({"acquired": l.fence().to_string(), "validity": l.valid_for().as_millis() as u64});
-                            lease = Some(l);
-                            v
-                        }
-                        Err(e) => outcome(Err(e)),
-                    },
+                got[who] = match call {
+                    // The waiter (a mutex lease) lines up inside the call.
+                    "acquire" if who == 1 => {
+                        waiting = Some(client.acquire(bytes(&sc["lock_name"]), &lock));
+                        continue;
+                    }
+                    "acquire" => acquired(acquire(&client, sc, &lock).await, &mut leases[0]),
                     "extend" => {
                         let ttl = step["ttl_ms"].as_u64().map(Duration::from_millis);
-                        outcome(lease.as_ref().unwrap().extend(ttl).await)
+                        outcome(leases[who].as_ref().unwrap().extend(ttl).await)
                     }
-                    "release" => outcome(lease.as_ref().unwrap().release().await),
+                    "release" => outcome(leases[who].as_ref().unwrap().release().await),
                     other => panic!("{at}: unknown call {other}"),
                 };
             } else if let Some(sent) = step.get("sent") {
@@ -138,7 +158,12 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
                     raw_cmd(&mut raw, cmd, sc);
                 }
             } else if let Some(want) = step.get("outcome").filter(|o| !o.is_null()) {
-                let mut got = got.clone();
+                if who == 1 {
+                    if let Some(waiter) = waiting.take() {
+                        got[1] = acquired(waiter.await, &mut leases[1]);
+                    }
+                }
+                let mut got = got[who].clone();
                 if let (Some(limit), Some(o)) = (want.get("valid_until_ms"), got.as_object_mut()) {
                     let validity = o.remove("validity").unwrap().as_u64().unwrap();
                     assert!(
@@ -159,17 +184,28 @@ async fn real_scenarios_send_exactly_the_vectors_commands() {
             .into_iter()
             .filter(|c| c.keys[0] == lock_key || c.keys[0] == fence_key)
             .collect();
-        let token = lease.as_ref().map(|l| l.token().as_bytes().to_vec());
+        // Each lease's token is its placeholder (a failed first acquire's too).
+        let tokens: Vec<(Option<Vec<u8>>, &[u8])> = vec![
+            (token_of(&leases[0]), b"$token"),
+            (token_of(&leases[1]), b"$waiter_token"),
+        ];
         let masked: Vec<Call> = calls
             .into_iter()
             .map(|c| {
                 let mut args = c.args;
                 if c.script != "raise_fence" {
-                    assert!(is_token(&args[0]), "{title}: the token is a UUID v4");
-                    if let Some(token) = &token {
-                        assert_eq!(&args[0], token, "{title}: the lease's token");
+                    for arg in args.iter_mut().filter(|a| is_token(a)) {
+                        let (_, mask) = tokens
+                            .iter()
+                            .find(|(t, _)| t.as_deref() == Some(arg.as_slice()))
+                            .or_else(|| tokens[0].0.is_none().then_some(&tokens[0]))
+                            .unwrap_or_else(|| panic!("{title}: a token of no lease"));
+                        *arg = mask.to_vec();
                     }
-                    args[0] = b"$token".to_vec();
+                    assert!(
+                        args[0] == b"$token" || args[0] == b"$waiter_token",
+                        "{title}: the first argument is a lease's token (a UUID v4)"
+                    );
                 }
                 (c.script, c.keys, args)
             })

@@ -9,7 +9,7 @@ use fencelock_conformance::{bytes, kind_of, number, vectors};
 use fencelock_core::keys::hash_slot;
 use fencelock_core::{
     Command, Error, Event, FenceGrace, FencedWrite, Instant, KeySpace, Listing, Lock, LockConfig,
-    LockName, NamePattern, Reply, RetryPolicy, Script, Token, Ttl, Wait, Writer,
+    LockName, NamePattern, Reply, RetryPolicy, Script, Successor, Token, Ttl, Wait, Writer,
 };
 use serde_json::Value;
 
@@ -189,6 +189,11 @@ fn reply(v: &Value) -> Reply {
 fn resolve(v: &Value, scenario: &Value) -> Vec<u8> {
     match v.as_str() {
         Some("$token") => scenario["token"].as_str().unwrap().as_bytes().to_vec(),
+        Some("$waiter_token") => scenario["waiter_token"]
+            .as_str()
+            .unwrap()
+            .as_bytes()
+            .to_vec(),
         Some(key) if key.starts_with('$') && scenario["keys"].get(&key[1..]).is_some() => {
             bytes(&scenario["keys"][&key[1..]])
         }
@@ -223,7 +228,11 @@ fn outcome(event: &Event, t0: Instant) -> Option<Value> {
                 None => serde_json::json!({"error": error_kind(e)}),
             }
         }
-        Event::Subscribe | Event::Unsubscribe | Event::Lost | Event::NotPublished => return None,
+        Event::Subscribe
+        | Event::Unsubscribe
+        | Event::Lost
+        | Event::NotPublished
+        | Event::Handoff(_) => return None,
     })
 }
 
@@ -324,7 +333,7 @@ fn run_scenario(sc: &Value) {
         Value::Null => Wait::Forever,
         v => Wait::from_millis_f64(Some(number(v))).unwrap(),
     };
-    let mut lock = Lock::new(LockConfig {
+    let config = LockConfig {
         name,
         kind,
         keys,
@@ -337,34 +346,57 @@ fn run_scenario(sc: &Value) {
         retry: RetryPolicy::default(),
         fence_grace: FenceGrace::DEFAULT,
         seed: 1,
-    });
+    };
+    // The waiter: a second lease of the same client (handoff scenarios).
+    let waiter_config = LockConfig {
+        token: Token(sc["waiter_token"].as_str().unwrap_or("no waiter").into()),
+        ..config.clone()
+    };
+    let mut leases = Leases {
+        locks: [Lock::new(config), Lock::new(waiter_config.clone())],
+        waiter_in_line: false,
+        events: [Vec::new(), Vec::new()],
+    };
     // Time stands still: every validity is measured from t0.
     let t0 = Instant::from_epoch(Duration::from_secs(1000));
-    let mut last_sent: Vec<Command> = Vec::new();
-    let mut events: Vec<Value> = Vec::new();
+    let mut last_sent: Vec<(usize, Command)> = Vec::new();
     for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
         let at = format!("{title}, step {i} {step}");
+        let lease = usize::from(step.get("lease").and_then(Value::as_str) == Some("waiter"));
         if let Some(call) = step.get("call") {
-            match call.as_str().unwrap() {
-                "acquire" => lock.acquire(t0).unwrap(),
-                "extend" => {
+            match (call.as_str().unwrap(), lease) {
+                // Lines up behind the first lease: nothing is sent yet.
+                ("acquire", 1) => leases.waiter_in_line = true,
+                ("acquire", _) => leases.locks[lease].acquire(t0).unwrap(),
+                ("extend", _) => {
                     let ttl = step
                         .get("ttl_ms")
                         .map(|v| Ttl::from_millis_f64(number(v)).unwrap());
-                    lock.extend(t0, ttl).unwrap()
+                    leases.locks[lease].extend(t0, ttl).unwrap()
                 }
-                "release" => lock.release(t0).unwrap(),
-                other => panic!("{at}: unknown call {other}"),
+                ("release", 0) if std::mem::take(&mut leases.waiter_in_line) => leases.locks[0]
+                    .release_to(t0, Successor::new(&waiter_config))
+                    .unwrap(),
+                ("release", _) => leases.locks[lease].release(t0).unwrap(),
+                (other, _) => panic!("{at}: unknown call {other}"),
             }
         } else if let Some(sent) = step.get("sent") {
-            last_sent = std::iter::from_fn(|| lock.poll_command()).collect();
+            leases.pump(t0);
+            last_sent = (0..2)
+                .flat_map(|l| {
+                    let lock = &mut leases.locks[l];
+                    std::iter::from_fn(|| lock.poll_command())
+                        .map(move |c| (l, c))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
             let want = sent.as_array().unwrap();
             assert_eq!(
                 last_sent.len(),
                 want.len(),
                 "{at}: number of commands, got {last_sent:?}"
             );
-            for (got, want) in last_sent.iter().zip(want) {
+            for ((_, got), want) in last_sent.iter().zip(want) {
                 assert_eq!(
                     got.node,
                     want["node"].as_u64().unwrap() as usize,
@@ -397,11 +429,13 @@ fn run_scenario(sc: &Value) {
                 last_sent.len(),
                 "{at}: one reply per command sent"
             );
-            for (command, r) in last_sent.iter().zip(replies) {
-                lock.handle_reply(t0, command.id, reply(r));
+            for ((l, command), r) in last_sent.iter().zip(replies) {
+                leases.locks[*l].handle_reply(t0, command.id, reply(r));
             }
+            leases.pump(t0);
         } else if let Some(want) = step.get("outcome") {
-            events.extend(std::iter::from_fn(|| lock.poll_event()).filter_map(|e| outcome(&e, t0)));
+            leases.pump(t0);
+            let events = &mut leases.events[lease];
             match want {
                 Value::Null => assert!(events.is_empty(), "{at}: no outcome yet, got {events:?}"),
                 want => {
@@ -424,13 +458,41 @@ fn run_scenario(sc: &Value) {
             panic!("{at}: unknown step");
         }
     }
+    leases.pump(t0);
+    for (l, lock) in leases.locks.iter_mut().enumerate() {
+        assert!(
+            lock.poll_command().is_none(),
+            "{title}: unexpected commands of lease {l} at the end"
+        );
+    }
     assert!(
-        lock.poll_command().is_none(),
-        "{title}: unexpected commands at the end"
+        leases.events.iter().all(Vec::is_empty),
+        "{title}: unexpected outcomes at the end: {:?}",
+        leases.events
     );
-    events.extend(std::iter::from_fn(|| lock.poll_event()).filter_map(|e| outcome(&e, t0)));
-    assert!(
-        events.is_empty(),
-        "{title}: unexpected outcomes at the end: {events:?}"
-    );
+}
+
+/// The scenario's lease and, in handoff scenarios, the waiter of the same
+/// client behind it, with the outcomes each has reported so far.
+struct Leases {
+    locks: [Lock; 2],
+    /// The waiter called acquire and waits in the local line.
+    waiter_in_line: bool,
+    events: [Vec<Value>; 2],
+}
+
+impl Leases {
+    /// Collect the outcomes; a handoff goes to the waiter's lock, as the
+    /// driver hands it over.
+    fn pump(&mut self, t0: Instant) {
+        for l in 0..2 {
+            while let Some(event) = self.locks[l].poll_event() {
+                if let Event::Handoff(handoff) = event {
+                    self.locks[1].accept_handoff(t0, handoff).unwrap();
+                } else if let Some(outcome) = outcome(&event, t0) {
+                    self.events[l].push(outcome);
+                }
+            }
+        }
+    }
 }
