@@ -471,14 +471,17 @@ impl Harness {
             | Script::Inspect
             | Script::ForceRelease
             | Script::FencedSet => {}
-            // The semaphore's and read-write lock's scripts: never a mutex's
+            // Another kind's scripts (semaphore, read-write lock, fair
+            // mutex): never a plain mutex's
             // (`drain` refuses them first).
             Script::FairAcquire
             | Script::ReadAcquire
             | Script::HoldersExtend
             | Script::HoldersRelease
             | Script::HoldersReclaim
-            | Script::HoldersInspect => {}
+            | Script::HoldersInspect
+            | Script::FairMutexAcquire
+            | Script::FairMutexRelease => {}
         }
         let now = self.now;
         self.lock.handle_reply(now, CommandId(id), reply);
