@@ -17,29 +17,8 @@ use std::time::Duration;
 
 use fencelock_core::{Error, Event, Kind, Script, State, Wait};
 use proptest::prelude::*;
+use sim::{acquired_at, is_acquire_done, lease, scripts_sent};
 use sim::{AppAction, Clock, LeaseOpts, Micros, Net, Primitive, Scenario, Sim, MS};
-
-fn is_acquire_done(e: &Event) -> bool {
-    matches!(e, Event::Acquired { .. } | Event::AcquireFailed(_))
-}
-
-fn lease(sim: &mut Sim, kind: Kind, ttl_ms: u64, wait: Wait) -> usize {
-    let c = sim.add_client(Clock::PERFECT);
-    let mut opts = LeaseOpts::new(ttl_ms, wait);
-    opts.kind = kind;
-    sim.add_lease(c, opts)
-}
-
-fn acquired_at(sim: &mut Sim, l: usize, limit: Micros) -> Micros {
-    match sim.run_until_event(l, limit, is_acquire_done) {
-        Some((t, Event::Acquired { .. })) => t,
-        other => panic!("L{l}: {other:?}\n{}", sim.describe()),
-    }
-}
-
-fn scripts_sent(sim: &Sim, l: usize) -> Vec<Script> {
-    sim.leases[l].sent.iter().map(|c| c.1.script).collect()
-}
 
 #[test]
 fn uncontended_is_one_round_trip_on_the_mutex_key() {

@@ -56,3 +56,39 @@ pub use world::{AppAction, Arrival, Client, LeaseOpts, LeaseSim, Net, Plan, Sim}
 /// Global (real) time in microseconds.
 pub type Micros = u64;
 pub const MS: Micros = 1_000;
+
+// Helpers shared by the primitives' and the fair mutex's stories.
+
+/// Whether `e` ends an acquire (granted or failed).
+pub fn is_acquire_done(e: &fencelock_core::Event) -> bool {
+    matches!(
+        e,
+        fencelock_core::Event::Acquired { .. } | fencelock_core::Event::AcquireFailed(_)
+    )
+}
+
+/// A lease of `kind` on a client of its own (a perfect clock).
+pub fn lease(
+    sim: &mut Sim,
+    kind: fencelock_core::Kind,
+    ttl_ms: u64,
+    wait: fencelock_core::Wait,
+) -> usize {
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(ttl_ms, wait);
+    opts.kind = kind;
+    sim.add_lease(c, opts)
+}
+
+/// When lease `l` was granted; panics with the world's story otherwise.
+pub fn acquired_at(sim: &mut Sim, l: usize, limit: Micros) -> Micros {
+    match sim.run_until_event(l, limit, is_acquire_done) {
+        Some((t, fencelock_core::Event::Acquired { .. })) => t,
+        other => panic!("L{l}: {other:?}\n{}", sim.describe()),
+    }
+}
+
+/// The scripts lease `l` has sent, in order.
+pub fn scripts_sent(sim: &Sim, l: usize) -> Vec<fencelock_core::Script> {
+    sim.leases[l].sent.iter().map(|c| c.1.script).collect()
+}
