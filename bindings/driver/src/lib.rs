@@ -195,6 +195,7 @@ mod driver;
 mod lease;
 mod link;
 mod list;
+mod many;
 pub mod metrics;
 mod notify;
 mod primitives;
@@ -220,6 +221,7 @@ pub use fencelock_core::{
 };
 pub use lease::{Granted, Lease};
 pub use list::{ListedLock, LockList};
+pub use many::{GrantedGroup, LockGroup};
 pub use primitives::{RwLock, Semaphore};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
