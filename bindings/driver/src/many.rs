@@ -60,7 +60,15 @@ impl LockGroup {
     /// failed), the others are still released and that error is returned
     /// (`LockLost` before any other). Released already: `Ok`.
     pub async fn release(&self) -> Result<(), Error> {
-        let results = futures_util::future::join_all(self.leases.iter().map(Lease::release)).await;
+        Self::release_leases(self.leases.iter()).await
+    }
+
+    /// [`LockGroup::release`] for leases held apart from their group (the
+    /// bindings' lease objects).
+    pub async fn release_leases<'a>(
+        leases: impl IntoIterator<Item = &'a Lease>,
+    ) -> Result<(), Error> {
+        let results = futures_util::future::join_all(leases.into_iter().map(Lease::release)).await;
         let mut first: Option<Error> = None;
         for result in results {
             if let Err(e) = result {
