@@ -140,6 +140,28 @@
 //! }
 //! ```
 //!
+//! # Several locks at once
+//!
+//! The README's Rust multi-resource example (kept identical; compiled as a
+//! doctest; run against Redis in `tests/many.rs`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn transfer(client: &Client) -> Result<(), Error> {
+//!     let options = LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5));
+//!     // Both accounts or neither; one round trip on a single Redis.
+//!     let group = client.acquire_many(["account:1", "account:2"], &options).await?;
+//!     for lease in group.leases() {
+//!         println!("{:?} fence {}", lease.lock_name(), lease.fence()); // ordinary leases
+//!     }
+//!     group.release().await?; // every lease; LockLost if one was lost
+//!     assert!(client.try_acquire_many(["account:1"], &options).await?.is_some());
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
