@@ -23,10 +23,8 @@ fn driver_leases<'a>(
     cores.map(LeaseCore::check_process).collect()
 }
 
-fn release_all(
-    leases: Vec<Arc<fencelock::Lease>>,
-) -> impl std::future::Future<Output = Result<(), fencelock::Error>> + Send + 'static {
-    async move { fencelock::LockGroup::release_leases(leases.iter().map(|l| &**l)).await }
+async fn release_all(leases: Vec<Arc<fencelock::Lease>>) -> Result<(), fencelock::Error> {
+    fencelock::LockGroup::release_leases(leases.iter().map(|l| &**l)).await
 }
 
 /// Several locks held together (blocking API): `leases` in the order the
