@@ -76,12 +76,13 @@ function promised(start) {
 /** The addon's classes, given promise-returning methods over its `start*` calls. */
 function install(native) {
   completions = new native.Completions(drain)
-  const { NativeClient, NativeLease, NativeLockList, NativeLockWatch } = native
+  const { NativeClient, NativeLease, NativeLockGroup, NativeLockList, NativeLockWatch } = native
   const startConnect = promised(function (id, urls, options) {
     native.startConnect(completions, id, urls, options)
   })
   for (const [cls, methods] of [
-    [NativeClient, ['acquire', 'tryAcquire', 'inspect', 'forceRelease', 'close']],
+    [NativeClient, ['acquire', 'tryAcquire', 'acquireMany', 'tryAcquireMany', 'inspect', 'forceRelease', 'close']],
+    [NativeLockGroup, ['release']],
     [NativeLease, ['extend', 'release', 'held', 'fencedSet', 'fencedHset']],
     [NativeLockList, ['next']],
     [NativeLockWatch, ['next']],

@@ -185,6 +185,55 @@ class Lease {
 }
 Object.defineProperty(Lease.prototype, Symbol.toStringTag, { value: 'Lease' })
 
+// ------------------------------------------------------------------ group
+
+/**
+ * Several locks held together (`client.acquireMany`): `leases` in the order
+ * the names were given, each an ordinary Lease; `release()` releases them all.
+ */
+class LockGroup {
+  #native
+  #leases
+
+  constructor(key, handle, names) {
+    if (key !== kCreate) throw new TypeError('LockGroup objects come from Client#acquireMany()')
+    this.#native = handle
+    this.#leases = Object.freeze(handle.leases().map((lease, i) => new Lease(kCreate, lease, names[i])))
+  }
+
+  /** The leases, in the order the names were given (a frozen array). */
+  get leases() {
+    return this.#leases
+  }
+  /** True once any lease of the group is known to be lost. */
+  get lost() {
+    return this.#leases.some((lease) => lease.lost)
+  }
+
+  /** Release every lease; LockLostError if one was lost (the others are released all the same). */
+  release() {
+    return call(() => this.#native.release(), undefined)
+  }
+
+  [Symbol.asyncDispose]() {
+    return this.release()
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    if (depth < 0) return '[LockGroup]'
+    return `LockGroup ${(inspect ?? util.inspect)([...this.#leases], { ...options, depth: options.depth == null ? null : options.depth - 1 })}`
+  }
+
+  toString() {
+    return `LockGroup(${this.#leases.map(String).join(', ')})`
+  }
+
+  toJSON() {
+    return this.#leases.map((lease) => lease.toJSON())
+  }
+}
+Object.defineProperty(LockGroup.prototype, Symbol.toStringTag, { value: 'LockGroup' })
+
 // ------------------------------------------------------------------ client
 
 /** A native LockInfo as the frozen `{ held, ttl, fence, heldByMe }` of the API. */
@@ -247,6 +296,64 @@ class Client {
   /** One attempt: the lease, or null if someone else holds the lock. */
   tryAcquire(name, options) {
     return this.#acquire('tryAcquire', name, options)
+  }
+
+  /**
+   * Acquire every one of `names` (an array, at most 64, none twice), all or
+   * nothing, waiting up to `options.wait` ms: a LockGroup. NotAcquiredError
+   * when the wait runs out (nothing of the group is held then).
+   */
+  acquireMany(names, options) {
+    return this.#acquireMany('acquireMany', names, options)
+  }
+
+  /** One attempt of acquireMany: the group, or null if any name is held. */
+  tryAcquireMany(names, options) {
+    return this.#acquireMany('tryAcquireMany', names, options)
+  }
+
+  /**
+   * Run `fn(group)` holding every one of `names`; release them all on every
+   * exit path (LockLostError if one was lost while fn ran, unless fn threw).
+   */
+  async withLocks(names, options, fn) {
+    return primitives.withLease(() => this.acquireMany(names, options), fn)
+  }
+
+  async #acquireMany(method, names, options) {
+    if (typeof this.#native[method] !== 'function') {
+      const e = new TypeError(`client.${method}() is not available in fencelock/wasm: use the native client`)
+      e.code = 'ERR_FENCELOCK_UNSUPPORTED'
+      throw e
+    }
+    if (!Array.isArray(names)) {
+      const e = new TypeError('names must be an array of lock names')
+      e.code = 'ERR_INVALID_ARG_TYPE'
+      throw e
+    }
+    names.forEach(checkName)
+    const signal = signalOf(options)
+    signal?.throwIfAborted()
+    // As #acquire: abort -> cancel -> the driver gives back whatever the
+    // attempt set, or claim() refuses a group granted meanwhile.
+    const cancel = signal ? new this.#CancelHandle() : undefined
+    const onAbort = () => cancel.cancel()
+    signal?.addEventListener('abort', onAbort, { once: true })
+    let grant
+    try {
+      grant = await this.#native[method](names, options, cancel)
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason
+      // The message names the lock it is about; which of `names` that is,
+      // only the message says.
+      throw fromNative(err, undefined)
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+    if (grant == null) return null
+    const handle = cancel === undefined ? grant : grant.claim()
+    if (handle == null) throw signal.reason
+    return new LockGroup(kCreate, handle, names)
   }
 
   /**
@@ -405,4 +512,4 @@ class Client {
 }
 Object.defineProperty(Client.prototype, Symbol.toStringTag, { value: 'Client' })
 
-module.exports = { Client, Lease, kCreate }
+module.exports = { Client, Lease, LockGroup, kCreate }

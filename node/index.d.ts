@@ -117,6 +117,20 @@ export declare class Client implements AsyncDisposable {
    */
   withLock<T>(name: LockName, options: LockOptions, fn: (lease: Lease) => T | PromiseLike<T>): Promise<Awaited<T>>
   /**
+   * Acquire every one of `names` (at most 64, none twice), all or nothing,
+   * waiting as `options.wait` allows: one round trip on a single Redis, one
+   * per hash slot on a cluster (taken in one fixed order, so overlapping
+   * groups cannot deadlock). NotAcquiredError when the wait runs out
+   * (nothing of the group is held then). Not with Redlock or `replicas`
+   * (RangeError), nor in fencelock/wasm (TypeError, code
+   * ERR_FENCELOCK_UNSUPPORTED). `fair` is refused.
+   */
+  acquireMany(names: readonly LockName[], options: LockOptions): Promise<LockGroup>
+  /** One attempt of acquireMany: the group, or `null` if any name is held. */
+  tryAcquireMany(names: readonly LockName[], options: LockOptions): Promise<LockGroup | null>
+  /** acquireMany, run `fn(group)`, release every lease on every exit path (as {@link Client.withLock}). */
+  withLocks<T>(names: readonly LockName[], options: LockOptions, fn: (group: LockGroup) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /**
    * What Redis says about `name` now: one read-only round trip per node
    * (with Redlock, the majority's view). A bad name rejects as acquire does.
    */
@@ -265,6 +279,19 @@ export declare const metrics: {
 }
 
 /** A held lock. `util.inspect`, `toString()` and `JSON.stringify` never show the token. */
+/** Several locks held together ({@link Client.acquireMany}); each an ordinary {@link Lease}. */
+export declare class LockGroup implements AsyncDisposable {
+  private constructor()
+  /** The leases, in the order the names were given. */
+  readonly leases: readonly Lease[]
+  /** True once any lease of the group is known to be lost. */
+  readonly lost: boolean
+  /** Release every lease; LockLostError if one was lost (the others are released all the same). */
+  release(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+  toJSON(): Array<{ name: string; fence: string; validFor: number; lost: boolean }>
+}
+
 export declare class Lease implements AsyncDisposable {
   private constructor()
   /** The lock name, in the type it was given (string or Buffer). */

@@ -2,4 +2,4 @@
 // `instanceof` works across `import` and `require`).
 import cjs from './index.js'
 
-export const { Client, Lease, LockSide, Semaphore, RwLock, RwSide, LockError, NotAcquiredError, LockLostError, StaleFenceError, RedisError, ClientClosedError, metrics } = cjs
+export const { Client, Lease, LockGroup, LockSide, Semaphore, RwLock, RwSide, LockError, NotAcquiredError, LockLostError, StaleFenceError, RedisError, ClientClosedError, metrics } = cjs

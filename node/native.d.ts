@@ -54,6 +54,14 @@ export declare class NativeClient {
    */
   startTryAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): void
   /**
+   * Settles `id` with a [`group::NativeLockGroup`] of every one of
+   * `names` (all or nothing) or, given a `cancel` handle, the group
+   * grant to claim. `client.js` checks `names` is an array.
+   */
+  startAcquireMany(id: number, names: Array<NameArg>, options: OptionsArg, cancel?: CancelHandle | undefined | null): void
+  /** As [`NativeClient::start_acquire_many`], or null if a name is held. */
+  startTryAcquireMany(id: number, names: Array<NameArg>, options: OptionsArg, cancel?: CancelHandle | undefined | null): void
+  /**
    * What Redis says about `name` now (read-only), a [`NativeLockInfo`];
    * `client.js` turns the absent `ttl` / `fence` into null. `kind`: a
    * semaphore's holders.
@@ -113,6 +121,18 @@ export declare class NativeGrant {
   claim(): NativeLease | null
 }
 
+/**
+ * A group won for an `acquireMany` with a signal, not yet taken by its
+ * caller; dropped unclaimed, the driver releases every lease of it.
+ */
+export declare class NativeGroupGrant {
+  /**
+   * The group, now the caller's; null if the signal aborted after the
+   * grant (then every lease is released instead). Once.
+   */
+  claim(): NativeLockGroup | null
+}
+
 export declare class NativeLease {
   get name(): string | Buffer
   get token(): string
@@ -143,6 +163,17 @@ export declare class NativeLease {
   startFencedSet(id: number, key: NameArg, value: NameArg): void
   /** Fenced write of one field of the hash `key`. */
   startFencedHset(id: number, key: NameArg, field: NameArg, value: NameArg): void
+}
+
+/** The leases of one `acquireMany`, in the order the names were given. */
+export declare class NativeLockGroup {
+  /** Each lease's handle (`client.js` wraps them in `Lease`s once). */
+  leases(): Array<NativeLease>
+  /**
+   * Release every lease: LOCK_LOST if one was lost (the others are
+   * released all the same).
+   */
+  startRelease(id: number): void
 }
 
 /** `client.list(pattern)`'s cursor. */

@@ -67,6 +67,12 @@ pub enum Script {
     /// PUBLISH was refused, `{0, pttl}` not ours: a mutex's release that
     /// hands the lock to the next local waiter while no other client listens.
     Handoff,
+    /// Several mutexes at once, all in one slot: `KEYS[lock_1, fence_1,
+    /// ..., lock_n, fence_n]`, `ARGV[ttl_ms, fence_ttl_ms, token_1, ...,
+    /// token_n]` → `{1, "fence_1", ..., "fence_n"}` all set, or `{0, pttl,
+    /// i}` nothing written, the i-th (1-based) held by someone else with the
+    /// longest PTTL (see `many.rs`).
+    AcquireMany,
 }
 
 /// What a script does for a lease: the reply shape the core reads, the
@@ -85,7 +91,7 @@ pub(crate) enum Role {
 }
 
 impl Script {
-    pub const ALL: [Script; 17] = [
+    pub const ALL: [Script; 18] = [
         Script::Acquire,
         Script::Release,
         Script::Extend,
@@ -103,6 +109,7 @@ impl Script {
         Script::FairMutexAcquire,
         Script::FairMutexRelease,
         Script::Handoff,
+        Script::AcquireMany,
     ];
 
     pub(crate) const fn role(self) -> Role {
@@ -116,6 +123,8 @@ impl Script {
             Script::Handoff => Role::Handoff,
             Script::RaiseFence => Role::RaiseFence,
             Script::Reclaim | Script::HoldersReclaim => Role::Reclaim,
+            // Read by `many.rs`, not by a lease.
+            Script::AcquireMany => Role::OneShot,
             Script::Inspect | Script::ForceRelease | Script::FencedSet | Script::HoldersInspect => {
                 Role::OneShot
             }
@@ -125,7 +134,7 @@ impl Script {
     /// An attempt to acquire (of any kind): a driver retries one that never
     /// reached its node until the acquire's wait ends.
     pub const fn is_acquire(self) -> bool {
-        matches!(self.role(), Role::Acquire)
+        matches!(self.role(), Role::Acquire) || matches!(self, Script::AcquireMany)
     }
 
     /// Publishes a release notification when given the channel (on a Redis
@@ -161,6 +170,7 @@ impl Script {
             Script::FairMutexAcquire => "fair_mutex_acquire",
             Script::FairMutexRelease => "fair_mutex_release",
             Script::Handoff => "handoff",
+            Script::AcquireMany => "acquire_many",
         }
     }
 
@@ -183,6 +193,7 @@ impl Script {
             Script::FairMutexAcquire => include_str!("scripts/fair_mutex_acquire.lua"),
             Script::FairMutexRelease => include_str!("scripts/fair_mutex_release.lua"),
             Script::Handoff => include_str!("scripts/handoff.lua"),
+            Script::AcquireMany => include_str!("scripts/acquire_many.lua"),
         }
     }
 
@@ -206,6 +217,7 @@ impl Script {
             Script::FairMutexAcquire => "60086ee1675cfd0f3ba5e1d6dc67e4fa29de3e15",
             Script::FairMutexRelease => "a813675207886beff20c1b3b5b2ab88cd196d3cd",
             Script::Handoff => "0234b10e32879a78630be3d83dd8c413c5dfd284",
+            Script::AcquireMany => "1635590f9010ff1b5c399b3300f8ae971c5a44e1",
         }
     }
 }

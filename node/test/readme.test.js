@@ -128,6 +128,17 @@ test('README "Fair across processes" snippet runs', async () => {
   assert.match(out, /fair fence \d+/)
 })
 
+test('README "Several locks at once" snippet runs', async () => {
+  const js = blocks('js').find((b) => b.includes('client.withLocks('))
+  assert.ok(js, 'no withLocks block in the Node section')
+  const file = path.join(tmp, 'many.cjs')
+  fs.writeFileSync(file, js)
+  const { code, out } = await run(file, { REDIS_URL: await redisUrl() })
+  assert.equal(code, 0, out)
+  assert.match(out, /holding account:1 fence \d+n\nholding account:2 fence \d+n/)
+  assert.match(out, /one held, none taken: true/)
+})
+
 test('README "Operations" list/watch and metrics snippets run', async () => {
   const [listing, metrics] = blocks('js', 'Operations: CLI and metrics')
   const file = path.join(tmp, 'operations.cjs')

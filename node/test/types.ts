@@ -1,6 +1,6 @@
 // Type-checked (tsc --noEmit) usage of the public API: the README's API plus the
 // error classes. Not executed; test/readme.test.js runs the README's snippets.
-import { Client, ClientClosedError, Lease, LockError, LockLostError, NotAcquiredError, RedisError, RwLock, RwSide, Semaphore, metrics, StaleFenceError, type LockInfo, type LockOptions } from 'fencelock'
+import { Client, ClientClosedError, Lease, LockError, LockGroup, LockLostError, NotAcquiredError, RedisError, RwLock, RwSide, Semaphore, metrics, StaleFenceError, type LockInfo, type LockOptions } from 'fencelock'
 import { fencedUpdate } from 'fencelock/sql'
 
 export async function example(signal: AbortSignal): Promise<void> {
@@ -34,6 +34,11 @@ export async function example(signal: AbortSignal): Promise<void> {
     return s.aborted ? 0 : 1
   })
   const sync: string = await client.withLock(Buffer.from('raw'), { ttl: 10_000 }, () => 'x')
+  const group: LockGroup = await client.acquireMany(['a', Buffer.from('b')], { ttl: 10_000, wait: 1_000 })
+  const firstFence: bigint = group.leases[0].fence
+  const tried: LockGroup | null = await client.tryAcquireMany(['a', 'b'] as const, { ttl: 10_000 })
+  const fences: bigint[] = await client.withLocks(['a', 'b'], { ttl: 10_000 }, (g) => g.leases.map((l) => l.fence))
+  await group.release()
   {
     await using held = await client.acquire('invoice:42', { ttl: 10_000 })
     held.fence satisfies bigint

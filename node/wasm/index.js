@@ -49,6 +49,7 @@ class Client extends base.Client {
 module.exports = {
   Client,
   Lease: base.Lease,
+  LockGroup: base.LockGroup,
   LockSide: primitives.LockSide,
   Semaphore: primitives.Semaphore,
   RwLock: primitives.RwLock,

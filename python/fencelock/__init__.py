@@ -23,6 +23,7 @@ from typing import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Iterable,
     Iterator,
     Optional,
     Tuple,
@@ -33,7 +34,7 @@ from typing import (
 )
 
 from . import _native
-from ._native import AsyncLease, Lease, LockInfo
+from ._native import AsyncLease, AsyncLockGroup, Lease, LockGroup, LockInfo
 from .exceptions import ClientClosed, LockError, LockLost, NotAcquired, RedisError, StaleFence
 
 __version__: str = _native.__version__
@@ -42,6 +43,8 @@ __all__ = [
     "AsyncClient",
     "AsyncLease",
     "AsyncLock",
+    "AsyncLockGroup",
+    "AsyncLocks",
     "AsyncRwLock",
     "AsyncRwSide",
     "AsyncSemaphore",
@@ -50,6 +53,8 @@ __all__ = [
     "Lease",
     "Lock",
     "LockError",
+    "LockGroup",
+    "Locks",
     "LockInfo",
     "Listed",
     "LockLost",
@@ -120,6 +125,27 @@ class Client(_native.Client):
                 on_lost=on_lost,
                 fair=fair,
                 # </gen_stubs>
+            )
+        )
+
+    def lock_many(
+        self,
+        names: Iterable[Name],
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> Locks:
+        """A context manager over ``acquire_many``: every name is acquired
+        (all or nothing) on enter, and every lease released on exit.
+
+        On exit, ``LockLost`` is raised only if the body did not raise.
+        """
+        names = list(names)
+        return Locks(
+            lambda: self.acquire_many(
+                names, ttl, wait=wait, auto_renew=auto_renew, max_hold=max_hold
             )
         )
 
@@ -292,6 +318,57 @@ class AsyncClient(_native.AsyncClient):
                 on_lost=on_lost,
                 fair=fair,
                 # </gen_stubs>
+            )
+        )
+
+    async def acquire_many(
+        self,
+        names: Iterable[Name],
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> AsyncLockGroup:
+        """Acquire every one of ``names``, all or nothing, waiting as
+        ``wait`` allows; ``NotAcquired`` when the wait runs out (nothing of
+        the group is held then)."""
+        grant = await self._acquire_many(
+            names, ttl, wait=wait, auto_renew=auto_renew, max_hold=max_hold
+        )
+        # Taken with no await in between, as acquire's grant.
+        return grant._claim()
+
+    async def try_acquire_many(
+        self,
+        names: Iterable[Name],
+        ttl: float,
+        *,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> Optional[AsyncLockGroup]:
+        """One attempt: the group, or ``None`` if any name is held by
+        someone else."""
+        grant = await self._try_acquire_many(
+            names, ttl, auto_renew=auto_renew, max_hold=max_hold
+        )
+        return None if grant is None else grant._claim()
+
+    def lock_many(
+        self,
+        names: Iterable[Name],
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> AsyncLocks:
+        """An async context manager over ``acquire_many`` (see
+        ``Client.lock_many``)."""
+        names = list(names)
+        return AsyncLocks(
+            lambda: self.acquire_many(
+                names, ttl, wait=wait, auto_renew=auto_renew, max_hold=max_hold
             )
         )
 
@@ -473,6 +550,68 @@ class AsyncLock:
             await lease.release()
         except LockError as error:
             _release_failed(lease, error, exc_type is not None)
+
+
+class Locks:
+    """``with client.lock_many(names, ttl=...) as group:`` (see
+    :meth:`Client.lock_many`)."""
+
+    __slots__ = ("_acquire", "_group")
+
+    def __init__(self, acquire: Callable[[], LockGroup]) -> None:
+        self._acquire = acquire
+        self._group: Optional[LockGroup] = None
+
+    def __enter__(self) -> LockGroup:
+        if self._group is not None:
+            raise RuntimeError("this lock context is already entered")
+        self._group = self._acquire()
+        return self._group
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            group.release()
+        except LockError as error:
+            _release_failed(group, error, exc_type is not None)
+
+
+class AsyncLocks:
+    """``async with aclient.lock_many(names, ttl=...) as group:`` (see
+    :meth:`AsyncClient.lock_many`)."""
+
+    __slots__ = ("_acquire", "_group")
+
+    def __init__(self, acquire: Callable[[], Awaitable[AsyncLockGroup]]) -> None:
+        self._acquire = acquire
+        self._group: Optional[AsyncLockGroup] = None
+
+    async def __aenter__(self) -> AsyncLockGroup:
+        if self._group is not None:
+            raise RuntimeError("this lock context is already entered")
+        self._group = await self._acquire()
+        return self._group
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            await group.release()
+        except LockError as error:
+            _release_failed(group, error, exc_type is not None)
 
 
 # Last: the primitives' handles use the contexts above.

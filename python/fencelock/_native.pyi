@@ -9,7 +9,7 @@ from its ``ACQUIRE`` table (checked by ``ci/test-python.sh``): edit the table.
 
 import asyncio
 import os
-from typing import Any, Callable, List, Literal, Optional, Tuple, Union, final
+from typing import Any, Callable, Iterable, List, Literal, Optional, Tuple, Union, final
 
 __version__: str
 
@@ -136,6 +136,40 @@ class Grant:
     def _claim(self) -> AsyncLease: ...
 
 @final
+class LockGroup:
+    """Several locks held together (``Client.acquire_many``): each an
+    ordinary ``Lease``, in the order the names were given."""
+
+    @property
+    def leases(self) -> Tuple[Lease, ...]: ...
+    @property
+    def lost(self) -> bool:
+        """Whether any lease of the group is lost."""
+    def release(self) -> None:
+        """Release every lease; ``LockLost`` if one was lost (the others
+        are released all the same). A second call is a no-op."""
+    def __len__(self) -> int: ...
+
+@final
+class AsyncLockGroup:
+    """``LockGroup`` for ``AsyncClient.acquire_many``: ``release`` is
+    awaitable."""
+
+    @property
+    def leases(self) -> Tuple[AsyncLease, ...]: ...
+    @property
+    def lost(self) -> bool: ...
+    def release(self) -> asyncio.Future[None]: ...
+    def __len__(self) -> int: ...
+
+@final
+class GroupGrant:
+    """An asyncio ``acquire_many``'s group before the awaiting task took
+    it; released by the driver if it is dropped unclaimed."""
+
+    def _claim(self) -> AsyncLockGroup: ...
+
+@final
 class FencedUpdate:
     """The statements of one fenced SQL update (``fencelock.sql`` runs them)."""
 
@@ -253,6 +287,27 @@ class Client:
         wake its waiters, and advance its fence past every fence issued, so
         fenced resources refuse the old holder. Returns the new fence; logs
         a warning naming this process and host."""
+    def acquire_many(
+        self,
+        names: Iterable[_Name],
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> LockGroup:
+        """Acquire every one of ``names`` (at most 64, none twice), all or
+        nothing, waiting as ``wait`` allows; ``NotAcquired`` when the wait
+        runs out (nothing of the group is held then)."""
+    def try_acquire_many(
+        self,
+        names: Iterable[_Name],
+        ttl: float,
+        *,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> Optional[LockGroup]:
+        """One attempt: the group, or ``None`` if any name is held."""
     def _list(self, pattern: _Name) -> Cursor: ...
     def _watch(self, name: _Name, interval: float) -> Cursor: ...
     def close(self) -> None:
@@ -279,6 +334,23 @@ class AsyncClient:
         tls_dangerously_skip_verification: bool = False,
         # </gen_stubs>
     ) -> None: ...
+    def _acquire_many(
+        self,
+        names: Iterable[_Name],
+        ttl: float,
+        *,
+        wait: Optional[float] = None,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> asyncio.Future[GroupGrant]: ...
+    def _try_acquire_many(
+        self,
+        names: Iterable[_Name],
+        ttl: float,
+        *,
+        auto_renew: bool = False,
+        max_hold: Optional[float] = None,
+    ) -> asyncio.Future[Optional[GroupGrant]]: ...
     def _acquire(
         self,
         name: _Name,

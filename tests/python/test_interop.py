@@ -149,6 +149,39 @@ def test_holder_blocks_other_language_then_hands_over(
     assert w.call(op="release", lease=won["lease"]) == {"ok": True}
 
 
+@pytest.mark.parametrize("waiter", ["rust", "node"])
+def test_a_python_group_blocks_each_name_for_other_languages(
+    waiter: str, agents: Dict[str, Agent], raw: Redis, redis_url: str
+) -> None:
+    """Python holds several locks at once (acquire_many); another language
+    waits on one of them and gets it, with a higher fence, when the group
+    is released: each name of the group is the same lock everywhere."""
+    import fencelock
+
+    w = agents[waiter]
+    base = f"interop:many:{waiter}:{uuid.uuid4().hex[:8]}"
+    names = [f"{base}:a", f"{base}:b", f"{base}:c"]
+    channel = f"fencelock:{{{names[1]}}}:released".encode()
+    client = fencelock.Client(redis_url)
+    try:
+        group = client.acquire_many(names, ttl=30.0)
+        assert w.call(op="try", name=names[1], ttl=30000) == {"ok": True, "lease": None}
+        w.send(op="acquire", name=names[1], ttl=30000, wait=10000)
+        wait_until(lambda: raw.execute("PUBSUB", "NUMSUB", channel)[1] >= 1, "the waiter never subscribed")
+        assert w.pending(), "the waiter answered while the group held the lock"
+        group.release()
+        won = w.reply()
+        assert won["ok"], won
+        assert int(won["fence"]) > group.leases[1].fence
+        # And the other way round: a name the other language holds keeps the
+        # whole group out, and nothing of it is left.
+        assert client.try_acquire_many(names, ttl=5.0) is None
+        assert raw.execute("EXISTS", f"fencelock:{{{names[0]}}}".encode()) == 0
+        assert w.call(op="release", lease=won["lease"]) == {"ok": True}
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("holder,taker", PAIRS, ids=[f"{h}-loses-to-{t}" for h, t in PAIRS])
 def test_lease_lost_to_other_language_is_reported_lost(
     holder: str, taker: str, agents: Dict[str, Agent]

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
-    Error, FenceGrace, ForceRelease, Inspect, KeySpace, Kind, LockConfig, LockInfo, LockName,
-    Operation, RetryPolicy, Successor, Token, Wait,
+    Error, FenceGrace, ForceRelease, Handoff, Inspect, KeySpace, Kind, LockConfig, LockInfo,
+    LockName, Operation, RetryPolicy, Successor, Token, Wait,
 };
 use tokio::sync::{oneshot, watch};
 
@@ -41,6 +41,8 @@ struct Inner {
     queues: Arc<NameQueues>,
     handle: tokio::runtime::Handle,
     labels: Vec<String>,
+    /// A Redis Cluster: `acquire_many` takes one group per slot.
+    cluster: bool,
 }
 
 impl fmt::Debug for Client {
@@ -174,6 +176,7 @@ impl Client {
                 queues: Arc::new(NameQueues::default()),
                 handle,
                 labels,
+                cluster: config.topology == crate::Topology::Cluster,
             }),
         }
     }
@@ -325,14 +328,29 @@ impl Client {
         let started = std::time::Instant::now();
         let name = name?;
         let kind = kind.fair(options.is_fair());
+        let conns = self.connections(&name, Operation::Acquire)?;
+        let config = self.lock_config(kind, name, options, wait, &conns)?;
+        Ok(self.spawn(conns, config, None, started))
+    }
+
+    /// The lease config an acquire of `name` as `kind` runs with: the
+    /// validated options and a fresh token (a uuid v4, also the jitter's
+    /// seed).
+    pub(crate) fn lock_config(
+        &self,
+        kind: Kind,
+        name: LockName,
+        options: &LockOptions,
+        wait: Wait,
+        conns: &Connections,
+    ) -> Result<LockConfig, Error> {
         let ttl = options.ttl()?;
         let max_hold = options.max_hold_value()?;
-        let conns = self.connections(&name, Operation::Acquire)?;
         let keys = self.inner.keyspace.keys_for(&name, kind);
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
         let token = Token(uuid.hyphenated().to_string());
-        let config = LockConfig {
+        Ok(LockConfig {
             name,
             kind,
             keys,
@@ -345,18 +363,54 @@ impl Client {
             retry: RetryPolicy::default(),
             fence_grace: self.inner.fence_grace,
             seed,
-        };
+        })
+    }
+
+    /// Whether this client talks to a Redis Cluster (keys of different
+    /// slots live on different shards).
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.inner.cluster
+    }
+
+    /// The runtime the client's background work runs on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.handle
+    }
+
+    /// A mutex lease whose key another script set already (`acquire_many`):
+    /// its actor starts from `handoff` (`Lock::accept_handoff`) instead of an
+    /// attempt; it skips the local line, as a fair mutex's waiters do.
+    pub(crate) fn adopt(
+        &self,
+        conns: Arc<Connections>,
+        config: LockConfig,
+        handoff: Handoff,
+    ) -> impl Future<Output = Result<Granted, Error>> + Send + 'static {
+        self.spawn(conns, config, Some(handoff), std::time::Instant::now())
+    }
+
+    /// Hand the work to a new lease actor; the returned future only waits
+    /// for its answer (and, when dropped, tells the actor to cancel).
+    fn spawn(
+        &self,
+        conns: Arc<Connections>,
+        config: LockConfig,
+        handoff: Option<Handoff>,
+        started: std::time::Instant,
+    ) -> Acquiring {
+        let kind = config.kind;
         let (reply, rx) = oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
         // In line now, in call order, before anything is spawned or awaited;
         // a release of this client may hand us the lock (`successor`).
-        let place = if kind.lines_up_locally() {
+        let place = if kind.lines_up_locally() && handoff.is_none() {
             let slot = self.inner.queues.slot(config.name.as_bytes());
             slot.line_up(&cancelled, || Successor::new(&config))
         } else {
             // Permits and readers are shared, and a fair mutex's waiters
             // each stand in the server's line: it orders them (and nobody is
-            // handed one in a release).
+            // handed one in a release). A lease set by acquire_many holds
+            // already.
             self.inner.queues.alone(&cancelled)
         };
         let candidate = place.candidate();
@@ -373,17 +427,18 @@ impl Client {
                 place: Arc::clone(&place),
                 candidate,
                 config,
+                handoff,
                 started,
                 reply,
             }),
             &self.inner.handle,
         );
-        Ok(Acquiring {
+        Acquiring {
             rx,
             cancelled,
             place,
             answered: false,
-        })
+        }
     }
 
     /// What Redis says about `name` now, in one round trip per node (read

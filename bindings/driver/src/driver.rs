@@ -44,6 +44,9 @@ pub(crate) struct Job {
     /// The place's candidate for a handoff (`None`: the turn was free).
     pub candidate: Option<Arc<Candidate>>,
     pub config: LockConfig,
+    /// The key is set for this lease already (by `acquire_many`): start
+    /// from this handoff, as from a release's.
+    pub handoff: Option<Handoff>,
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
     pub reply: oneshot::Sender<Result<Granted, Error>>,
@@ -60,6 +63,7 @@ pub(crate) async fn run(job: Job) {
         place,
         candidate,
         mut config,
+        handoff: adopted,
         started,
         mut reply,
     } = job;
@@ -71,7 +75,7 @@ pub(crate) async fn run(job: Job) {
     };
     drop(place);
     let (turn, handoff) = match waited {
-        Ok(turn) => turn,
+        Ok((turn, handoff)) => (turn, handoff.or(adopted)),
         Err(answer) => {
             if let Some(error) = answer {
                 metrics::acquire_failed(&config.name, &error);

@@ -140,6 +140,28 @@
 //! }
 //! ```
 //!
+//! # Several locks at once
+//!
+//! The README's Rust multi-resource example (kept identical; compiled as a
+//! doctest; run against Redis in `tests/many.rs`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencelock::{Client, Error, LockOptions};
+//!
+//! async fn transfer(client: &Client) -> Result<(), Error> {
+//!     let options = LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5));
+//!     // Both accounts or neither; one round trip on a single Redis.
+//!     let group = client.acquire_many(["account:1", "account:2"], &options).await?;
+//!     for lease in group.leases() {
+//!         println!("{:?} fence {}", lease.lock_name(), lease.fence()); // ordinary leases
+//!     }
+//!     group.release().await?; // every lease; LockLost if one was lost
+//!     assert!(client.try_acquire_many(["account:1"], &options).await?.is_some());
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # How it works
 //!
 //! All lock logic lives in the sans-IO core (`fencelock-core`); this crate
@@ -195,6 +217,7 @@ mod driver;
 mod lease;
 mod link;
 mod list;
+mod many;
 pub mod metrics;
 mod notify;
 mod primitives;
@@ -220,6 +243,7 @@ pub use fencelock_core::{
 };
 pub use lease::{Granted, Lease};
 pub use list::{ListedLock, LockList};
+pub use many::{GrantedGroup, LockGroup};
 pub use primitives::{RwLock, Semaphore};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;

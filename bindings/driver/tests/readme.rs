@@ -35,6 +35,11 @@ fn readme_quick_start_matches_the_doctest() {
             code_block(&docs, "```no_run", nth)
         );
     }
+    // Several locks at once (after the operations block in the docs).
+    assert_eq!(
+        code_block(section, "```rust,no_run", 4),
+        code_block(&docs, "```no_run", 5)
+    );
     // "Operations: CLI and metrics": listing, watching, metrics.
     let operations = &readme[readme
         .find("## Operations: CLI and metrics")

@@ -38,6 +38,7 @@ use napi::{Status, ValueType};
 use napi_derive::napi;
 use tokio::sync::watch;
 
+mod group;
 mod ops;
 
 type Result<T> = napi::Result<T>;
@@ -595,6 +596,32 @@ impl NativeClient {
         kind: Option<&NativeKind>,
     ) -> Result<()> {
         self.start(id, name, options, cancel, true, kind)
+    }
+
+    /// Settles `id` with a [`group::NativeLockGroup`] of every one of
+    /// `names` (all or nothing) or, given a `cancel` handle, the group
+    /// grant to claim. `client.js` checks `names` is an array.
+    #[napi]
+    pub fn start_acquire_many(
+        &self,
+        id: u32,
+        names: Vec<NameArg<'_>>,
+        options: OptionsArg<'_>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<()> {
+        self.start_many(id, names, options, cancel, false)
+    }
+
+    /// As [`NativeClient::start_acquire_many`], or null if a name is held.
+    #[napi]
+    pub fn start_try_acquire_many(
+        &self,
+        id: u32,
+        names: Vec<NameArg<'_>>,
+        options: OptionsArg<'_>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<()> {
+        self.start_many(id, names, options, cancel, true)
     }
 
     /// What Redis says about `name` now (read-only), a [`NativeLockInfo`];

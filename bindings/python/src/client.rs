@@ -14,6 +14,7 @@ use tokio::sync::OnceCell;
 use crate::convert::{self, Name};
 use crate::cursor::Cursor;
 use crate::errors::{self, Reply};
+use crate::group::{GroupGrant, LockGroup};
 use crate::info::LockInfo;
 use crate::kind::Kind;
 use crate::lease::{self, Grant, Lease, LeaseCore};
@@ -45,6 +46,8 @@ const CLIENT_KEYWORDS: &[&str] = &[
 /// driver if it is dropped unclaimed, as is the future itself), `None` for a
 /// try-once that found the lock held.
 type Acquiring = Pin<Box<dyn Future<Output = Result<Option<Granted>, Error>> + Send>>;
+type AcquiringMany =
+    Pin<Box<dyn Future<Output = Result<Option<fencelock::GrantedGroup>, Error>> + Send>>;
 
 /// The driver client of this process, made on first use.
 #[derive(Debug)]
@@ -181,6 +184,30 @@ impl Connector {
         }))
     }
 
+    /// Start an `acquire_many` (the driver checks the names and options in
+    /// the call, or once connected on first use).
+    fn acquire_many(
+        &self,
+        py: Python<'_>,
+        names: Vec<LockName>,
+        options: LockOptions,
+        once: bool,
+    ) -> PyResult<AcquiringMany> {
+        // The name a closed client's error names (none: the driver refuses
+        // the empty list).
+        let first = names.first().cloned();
+        let label = first.unwrap_or_else(|| LockName::new("acquire_many").expect("a valid name"));
+        let cell = self.cell(py, &label, Operation::Acquire)?;
+        if let Some(client) = cell.get() {
+            return Ok(Box::pin(client.acquire_many_named(names, &options, once)));
+        }
+        let connected = self.connect(cell);
+        Ok(Box::pin(async move {
+            let client = connected.await?;
+            client.acquire_many_named(names, &options, once).await
+        }))
+    }
+
     /// A one-shot client operation (inspect, force-release) on `name`:
     /// connects on first use, like an acquire.
     fn run<T, F>(
@@ -296,6 +323,32 @@ fn request(
     })
 }
 
+/// Converted `acquire_many` arguments.
+struct ManyRequest {
+    names: Vec<Name>,
+    options: LockOptions,
+}
+
+fn many_request(
+    names: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    wait: Option<&Bound<'_, PyAny>>,
+    auto_renew: bool,
+    max_hold: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ManyRequest> {
+    let names = convert::names(names)?;
+    let ttl = convert::ttl(ttl)?;
+    let wait = convert::wait(wait)?;
+    let max_hold = convert::max_hold(max_hold)?;
+    Ok(ManyRequest {
+        names,
+        options: LockOptions::with_ttl(ttl)
+            .wait_policy(wait)
+            .auto_renew(auto_renew)
+            .with_max_hold(max_hold),
+    })
+}
+
 /// A blocking client: one Redis URL, or a list of independent Redis URLs
 /// (Redlock). Thread-safe; blocking calls release the GIL.
 #[pyclass(module = "fencelock._native", name = "Client", frozen, subclass)]
@@ -351,6 +404,38 @@ impl Client {
     ) -> PyResult<Option<Bound<'py, Lease>>> {
         let request = request(name, ttl, None, auto_renew, max_hold, on_lost, fair)?;
         self.acquire_blocking(py, request, true)
+    }
+
+    /// Acquire every one of `names`, all or nothing, waiting as `wait`
+    /// allows: a `LockGroup` of mutex leases.
+    #[pyo3(signature = (names, ttl, *, wait=None, auto_renew=false, max_hold=None))]
+    fn acquire_many(
+        &self,
+        py: Python<'_>,
+        names: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        wait: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<LockGroup> {
+        let request = many_request(names, ttl, wait, auto_renew, max_hold)?;
+        let group = self.acquire_many_blocking(py, request, false)?;
+        Ok(group.expect("a waiting acquire yields a group or an error"))
+    }
+
+    /// One attempt of `acquire_many`: the group, or `None` if any name is
+    /// held by someone else (nothing of the group is held then).
+    #[pyo3(signature = (names, ttl, *, auto_renew=false, max_hold=None))]
+    fn try_acquire_many(
+        &self,
+        py: Python<'_>,
+        names: &Bound<'_, PyAny>,
+        ttl: &Bound<'_, PyAny>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<LockGroup>> {
+        let request = many_request(names, ttl, None, auto_renew, max_hold)?;
+        self.acquire_many_blocking(py, request, true)
     }
 
     /// What Redis says about `name` now: a `LockInfo` (read-only).
@@ -481,7 +566,46 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Wait for the group with the GIL released (Ctrl-C drops the future:
+    /// the driver gives back whatever it set).
+    fn acquire_many_blocking(
+        &self,
+        py: Python<'_>,
+        request: ManyRequest,
+        once: bool,
+    ) -> PyResult<Option<LockGroup>> {
+        let names = request.names.iter().map(|n| n.lock.clone()).collect();
+        let acquiring = self
+            .connector
+            .acquire_many(py, names, request.options, once)?;
+        let result = runtime::block_on(py, acquiring)?.map_err(|e| errors::to_py(py, e))?;
+        result
+            .map(|granted| LockGroup::new(py, granted.claim(), request.names))
+            .transpose()
+    }
+}
+
 impl AsyncClient {
+    /// An awaitable of a [`GroupGrant`] (or `None`), claimed as a `Grant`.
+    fn start_many<'py>(
+        &self,
+        py: Python<'py>,
+        request: ManyRequest,
+        once: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let event_loop = pyo3_async_runtimes::get_running_loop(py)?.unbind();
+        let ManyRequest { names, options } = request;
+        let locks = names.iter().map(|n| n.lock.clone()).collect();
+        let acquiring = self.connector.acquire_many(py, locks, options, once)?;
+        runtime::future_into_py(py, async move {
+            let result = acquiring.await;
+            Ok(Reply::new(result.map(|maybe| {
+                maybe.map(|granted| GroupGrant::new(granted, names, event_loop))
+            })))
+        })
+    }
+
     /// An awaitable of a [`Grant`] (or `None`). Cancelling it drops the
     /// acquire; a lease won meanwhile is dropped unclaimed with the result:
     /// either way the driver leaves no lock behind.
@@ -565,6 +689,35 @@ impl AsyncClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let request = request(name, ttl, None, auto_renew, max_hold, on_lost, fair)?;
         self.start(py, request, true)
+    }
+
+    /// An awaitable of a `GroupGrant` for `acquire_many` (claimed by the
+    /// Python wrapper once its `await` returned).
+    #[pyo3(signature = (names, ttl, *, wait=None, auto_renew=false, max_hold=None))]
+    fn _acquire_many<'py>(
+        &self,
+        py: Python<'py>,
+        names: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        wait: Option<&Bound<'py, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = many_request(names, ttl, wait, auto_renew, max_hold)?;
+        self.start_many(py, request, false)
+    }
+
+    #[pyo3(signature = (names, ttl, *, auto_renew=false, max_hold=None))]
+    fn _try_acquire_many<'py>(
+        &self,
+        py: Python<'py>,
+        names: &Bound<'py, PyAny>,
+        ttl: &Bound<'py, PyAny>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = many_request(names, ttl, None, auto_renew, max_hold)?;
+        self.start_many(py, request, true)
     }
 
     /// An awaitable of a `LockInfo` (read-only).

@@ -35,6 +35,27 @@ pub fn name(value: &Bound<'_, PyAny>) -> PyResult<Name> {
     Ok(Name { lock, is_bytes })
 }
 
+/// `acquire_many`'s names: any iterable of names, but not one name (a
+/// `str` or `bytes` would iterate as its characters).
+pub fn names(value: &Bound<'_, PyAny>) -> PyResult<Vec<Name>> {
+    if value.is_instance_of::<PyString>()
+        || value.is_instance_of::<PyBytes>()
+        || value.is_instance_of::<PyByteArray>()
+    {
+        return Err(PyTypeError::new_err(format!(
+            "lock names must be an iterable of names (a list, say), not one {}",
+            type_name(value)
+        )));
+    }
+    let Ok(items) = value.try_iter() else {
+        return Err(PyTypeError::new_err(format!(
+            "lock names must be an iterable of names, not {}",
+            type_name(value)
+        )));
+    };
+    items.map(|item| name(&item?)).collect()
+}
+
 /// A key, field or value of a fenced write: `str` (UTF-8) or
 /// `bytes`/`bytearray` (the core checks what it must not be).
 pub fn data(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {

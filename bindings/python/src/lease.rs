@@ -36,7 +36,7 @@ impl LeaseCore {
     }
 
     /// After `os.fork()` the child does not hold the parent's locks.
-    fn check_process(&self) -> PyResult<Arc<fencelock::Lease>> {
+    pub(crate) fn check_process(&self) -> PyResult<Arc<fencelock::Lease>> {
         self.inner.get().cloned().ok_or_else(|| {
             PyRuntimeError::new_err(
                 "this lease was acquired by another process (before os.fork()); \
@@ -311,6 +311,12 @@ impl AsyncLease {
         self.core.repr(py, "AsyncLease")
     }
 }
+}
+
+impl AsyncLease {
+    pub(crate) fn new(core: LeaseCore, event_loop: Py<PyAny>) -> Self {
+        AsyncLease { core, event_loop }
+    }
 }
 
 /// A `fenced_hset`'s key, field and value (types only: the core checks values).

@@ -8,6 +8,7 @@ mod client;
 mod convert;
 mod cursor;
 mod errors;
+mod group;
 mod info;
 mod interpreter;
 mod kind;
@@ -37,6 +38,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<info::LockInfo>()?;
     m.add_class::<lease::AsyncLease>()?;
     m.add_class::<lease::Grant>()?;
+    m.add_class::<group::LockGroup>()?;
+    m.add_class::<group::AsyncLockGroup>()?;
+    m.add_class::<group::GroupGrant>()?;
     m.add_class::<sql::FencedUpdate>()?;
     m.add_class::<kind::Kind>()?;
     m.add_class::<cursor::Cursor>()?;

@@ -75,6 +75,20 @@ impl Handoff {
         }
     }
 
+    /// A lock set for this lease by another script on its only node, with
+    /// `fence`, sent at `sent_at`: an acquire of several names at once
+    /// (`many.rs`) hands each name's lease over this way, so from here on
+    /// it is an ordinary mutex lease (`Lock::accept_handoff` grants it, or
+    /// `Lock::refuse_handoff` releases it).
+    pub(crate) fn granted(config: &LockConfig, sent_at: Instant, fence: u64) -> Self {
+        Handoff {
+            token: config.token.clone(),
+            ttl: config.ttl,
+            sent_at,
+            outcomes: vec![Outcome::Yes(fence)],
+        }
+    }
+
     /// How many nodes handed the lock over (with a fence): a majority of
     /// them is what makes the successor's lease, validity permitting.
     #[must_use]

@@ -93,6 +93,19 @@ for (const [kind, connect] of Object.entries(ADAPTERS)) {
       raw?.close()
     })
 
+    test('several locks at once are not supported here: a typed error, nothing written', async () => {
+      const name = uniqueName(`wasm-many-${kind}`)
+      for (const method of ['acquireMany', 'tryAcquireMany']) {
+        await assert.rejects(client[method]([name, `${name}:2`], { ttl: 1_000 }), (err) => {
+          assert.ok(err instanceof TypeError)
+          assert.equal(err.code, 'ERR_FENCELOCK_UNSUPPORTED')
+          return true
+        })
+      }
+      await assert.rejects(client.withLocks([name], { ttl: 1_000 }, () => {}), TypeError)
+      assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
+    })
+
     test('acquire, contention, pub/sub handoff, fences increase, release twice is a no-op', async () => {
       const name = uniqueName(`wasm-${kind}`)
       const other = Client.fromRedis(app.redis)
