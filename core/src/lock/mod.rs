@@ -507,8 +507,6 @@ impl Lock {
         // Anything else is a stale or unknown id: ignored.
     }
 
-    /// A release notification arrived on the lock's channel (or the
-    /// subscription asked for by `Event::Subscribe` is now active).
     /// A message published on the lock's channel (its bytes as they came):
     /// a wake-up ([`Lock::handle_wakeup`]) unless it names another waiter
     /// (see [`WakeId`]): a fair mutex's release wakes only the first in
@@ -524,6 +522,10 @@ impl Lock {
         self.handle_wakeup(now);
     }
 
+    /// Look at the lock again: the subscription asked for by
+    /// `Event::Subscribe` is now active (or was made anew after a lost
+    /// connection), or a release notification whose content the driver
+    /// does not pass ([`Lock::handle_message`] reads it).
     pub fn handle_wakeup(&mut self, now: Instant) {
         if self.state != State::Acquiring {
             return;
