@@ -88,6 +88,17 @@ IMPL_LABEL = {
 }
 
 
+# Every run that failed (a runner's non-zero exit, a timeout, an implementation
+# that reported nothing): main() exits non-zero when there is any, after the
+# table is written. A missed speed target is only reported, never a failure.
+FAILURES: list[str] = []
+
+
+def failed(what: str) -> None:
+    FAILURES.append(what)
+    print(f"  FAILED: {what}", file=sys.stderr)
+
+
 def runner_cmd(lang: str, scenario: str, impls: list[str], a) -> list[str]:
     common = ["--impls", ",".join(impls), "--url", a.url, "--urls", a.urls]
     if scenario == "s1r":
@@ -111,16 +122,20 @@ def run_group(lang, scenario, impls, a, timeout) -> list[dict]:
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        print(f"  {lang} {scenario}: TIMEOUT after {timeout}s", file=sys.stderr)
+        failed(f"{lang} {scenario}: timeout after {timeout:.0f} s")
         return []
     if p.returncode != 0:
-        print(f"  {lang} {scenario} failed ({p.returncode}):\n{p.stderr[-2000:]}", file=sys.stderr)
+        failed(f"{lang} {scenario}: runner exited with {p.returncode}")
+        print(p.stderr[-2000:], file=sys.stderr)
     out = []
     for line in p.stdout.splitlines():
         if line.startswith("{"):
             r = json.loads(line)
             r["lang"] = lang
             out.append(r)
+    missing = [i for i in impls if i not in {r.get("impl") for r in out}]
+    if missing and p.returncode == 0:
+        failed(f"{lang} {scenario}: no result for {', '.join(missing)}")
     return out
 
 
@@ -130,6 +145,8 @@ def redis_benchmark(port: int, n: int) -> float:
         capture_output=True, text=True, timeout=120,
     )
     m = re.findall(r"SET: ([0-9.]+) requests per second", p.stdout.replace("\r", "\n"))
+    if not m:
+        failed(f"redis-benchmark: exited with {p.returncode}, no SET rate")
     return float(m[-1]) if m else float("nan")
 
 
@@ -144,7 +161,7 @@ def measure_memory(a, lang: str, impls: list[str]) -> list[dict]:
         for kind in impls:
             line = p.stdout.readline()
             if not line.startswith("{"):
-                print(f"  mem {lang} {kind}: runner ended early", file=sys.stderr)
+                failed(f"mem {lang} {kind}: the runner ended early")
                 break
             rec = json.loads(line)
             marker = f"bench:mem:{'py' if lang == 'python' else lang}-{kind}:"
@@ -163,7 +180,8 @@ def measure_memory(a, lang: str, impls: list[str]) -> list[dict]:
             p.stdin.write("\n")
             p.stdin.flush()
         p.stdin.close()
-        p.wait(timeout=120)
+        if p.wait(timeout=120) != 0:
+            failed(f"mem {lang}: runner exited with {p.returncode}")
     finally:
         if p.poll() is None:
             p.kill()
@@ -662,7 +680,7 @@ def main() -> None:
                     continue
                 r = measure_write_back(a, lang, kind, os.path.dirname(os.path.abspath(a.raw)))
                 if r is None:
-                    print(f"  write-back {lang} {kind}: the run failed", file=sys.stderr)
+                    failed(f"write-back {lang} {kind}: the S4 run under MONITOR gave no result")
                     continue
                 raw.write(json.dumps(r) + "\n")
                 print(f"  write-back {lang:12} {kind:26} {write_back_txt(r)}  (EVAL calls {r['eval_calls']}, "
@@ -685,6 +703,11 @@ def main() -> None:
     write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, time.time() - started,
                   (load0, load1), wb)
     print(f"bench: wrote {a.out} ({time.time() - started:.0f} s)", file=sys.stderr)
+    if FAILURES:
+        print(f"bench: {len(FAILURES)} run(s) failed:", file=sys.stderr)
+        for f in FAILURES:
+            print(f"  {f}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

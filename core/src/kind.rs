@@ -78,6 +78,15 @@ impl Kind {
         matches!(self, Kind::Mutex)
     }
 
+    /// Whether a release wakes only the first waiter in the line, named by
+    /// its [`WakeId`](crate::WakeId) (`fair_mutex_release.lua`), so a
+    /// waiter ignores a message naming another. Only the fair mutex: a free
+    /// lock is the first waiter's alone. (A permit or a write lock freed may
+    /// let several in; their releases still wake every waiter.)
+    pub const fn wakes_first_in_line(self) -> bool {
+        matches!(self, Kind::FairMutex)
+    }
+
     /// How long a waiter's place in the fair line lasts without a new
     /// attempt: three times the longest a live waiter sleeps between two
     /// (the retry policy's `max_delay`), so only a crashed or partitioned

@@ -16,8 +16,10 @@
 //!      [`Lock::refuse_handoff`]), [`Lock::extend`], [`Lock::release`] (or
 //!      [`Lock::release_to`]), [`Lock::cancel`], [`Lock::stop_renewing`];
 //!    - or what happened outside: [`Lock::handle_reply`] (the reply to a
-//!      command sent earlier), [`Lock::handle_wakeup`] (a release
-//!      notification, or the subscription asked for is active),
+//!      command sent earlier), [`Lock::handle_message`] (a message
+//!      published on the lock's channel: the core reads whom it wakes),
+//!      [`Lock::handle_wakeup`] (the subscription asked for is active or
+//!      was made anew, or any reason to look again),
 //!      [`Lock::handle_timeout`] (the instant from `poll_timeout` came).
 //! 2. **Drain.** Call [`Lock::poll_command`] until it returns `None`, sending
 //!    each command to node [`Command::node`]; then [`Lock::poll_event`] until
@@ -84,6 +86,7 @@ mod scripts;
 mod sql;
 mod time;
 mod ttl;
+mod wake;
 
 pub use error::{Error, NotAcquiredReason, Operation};
 pub use fenced::{FencedWrite, Writer, FENCE_FIELD, VALUE_FIELD};
@@ -102,3 +105,4 @@ pub use scripts::Script;
 pub use sql::{FencedUpdate, Placeholders};
 pub use time::Instant;
 pub use ttl::{FenceGrace, MaxHold, Timeout, Ttl, Wait, MAX_TTL_MS, MIN_TTL_MS};
+pub use wake::WakeId;

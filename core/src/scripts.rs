@@ -59,7 +59,8 @@ pub enum Script {
     FairMutexAcquire,
     /// The fair mutex's release: `KEYS[lock, line, line expiries,
     /// channel?]`, `ARGV[token, "SPUBLISH"?]` → the release's 1, 2 or 0;
-    /// also leaves the line.
+    /// also leaves the line, and publishes the first live waiter's
+    /// [`WakeId`](crate::WakeId) (`1` when the line is empty).
     FairMutexRelease,
     /// `KEYS[lock, fence, channel]`, `ARGV[token, waiter's token, its ttl_ms,
     /// its fence_ttl_ms, "SPUBLISH"?]` → `{1, "fence"}` handed over to the
@@ -215,7 +216,7 @@ impl Script {
             Script::HoldersReclaim => "4cbb6b918570acc897fc4c166b5dd31df5fcf417",
             Script::HoldersInspect => "46696e7c32e67137d3ac5cd45358d911d5a0c074",
             Script::FairMutexAcquire => "60086ee1675cfd0f3ba5e1d6dc67e4fa29de3e15",
-            Script::FairMutexRelease => "a813675207886beff20c1b3b5b2ab88cd196d3cd",
+            Script::FairMutexRelease => "68ecf64377ce9df0624c5c2af9ab32a45b3ac6dc",
             Script::Handoff => "0234b10e32879a78630be3d83dd8c413c5dfd284",
             Script::AcquireMany => "1635590f9010ff1b5c399b3300f8ae971c5a44e1",
         }

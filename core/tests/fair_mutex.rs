@@ -49,7 +49,8 @@ fn a_plain_holder_excludes_fair_waiters_and_they_follow_in_arrival_order() {
     sim.at(20 * MS, b, AppAction::Acquire);
     sim.run_until(100 * MS);
     assert_eq!(sim.line(0, Kind::FairMutex), [sim.token(a), sim.token(b)]);
-    // a is paused when the release comes: b asks first and is turned away.
+    // a is paused when the release comes (its message waits for it): b,
+    // not named by the release, does not ask until a has had its turn.
     sim.clients[sim.leases[a].client]
         .pauses
         .push((150 * MS, 400 * MS));
@@ -93,6 +94,71 @@ fn a_cancelled_waiter_leaves_the_line_and_a_try_once_takes_no_place() {
     assert_eq!(sim.leases[t].sent[0].1.args[3], b"0", "patience 0");
     assert_eq!(sim.line(0, Kind::FairMutex), Vec::<Vec<u8>>::new());
     assert_eq!(sim.holder(0).map(|h| h.0), Some(sim.token(h)));
+}
+
+/// A release names the first waiter in line (its wake id): only that one
+/// asks again; the others send nothing until their turn comes.
+#[test]
+fn a_release_wakes_only_the_first_in_line() {
+    let mut sim = Sim::new(4, 1, Net::calm());
+    let h = lease(&mut sim, Kind::FairMutex, 30_000, Wait::Forever);
+    let line: Vec<usize> = (0..3)
+        .map(|_| lease(&mut sim, Kind::FairMutex, 30_000, Wait::Forever))
+        .collect();
+    sim.at(0, h, AppAction::Acquire);
+    for (i, &l) in line.iter().enumerate() {
+        sim.at((10 + 10 * i as u64) * MS, l, AppAction::Acquire);
+    }
+    sim.run_until(100 * MS);
+    let tokens: Vec<Vec<u8>> = line.iter().map(|&l| sim.token(l)).collect();
+    assert_eq!(sim.line(0, Kind::FairMutex), tokens);
+    let mut release_at = 200 * MS;
+    sim.at(release_at, h, AppAction::Release);
+    for (i, &l) in line.iter().enumerate() {
+        let sent_before: Vec<usize> = line.iter().map(|&o| sim.leases[o].sent.len()).collect();
+        let t = acquired_at(&mut sim, l, 60_000 * MS);
+        // The message (1 ms), one attempt (2 ms): no one asked before it.
+        assert_eq!(t, release_at + 3 * MS + MS, "L{l} served at once");
+        for (j, &o) in line.iter().enumerate().skip(i + 1) {
+            assert_eq!(
+                sim.leases[o].sent.len(),
+                sent_before[j],
+                "L{o} asked while L{l} was first\n{}",
+                sim.describe()
+            );
+        }
+        release_at = t + 10 * MS;
+        sim.at(release_at, l, AppAction::Release);
+    }
+    sim.run_until(release_at + 10 * MS);
+    assert_eq!(sim.line(0, Kind::FairMutex), Vec::<Vec<u8>>::new());
+    sim.check_capacity().unwrap();
+    sim.check_fences_in_order().unwrap();
+}
+
+/// The first waiter's message lost: its retry timer (at most a second
+/// plus jitter after its last attempt) still brings it the lock.
+#[test]
+fn a_lost_release_message_is_covered_by_the_retry_timer() {
+    let net = Net {
+        drop_wakeup: 1.0,
+        ..Net::calm()
+    };
+    let mut sim = Sim::new(5, 1, net);
+    let h = lease(&mut sim, Kind::FairMutex, 30_000, Wait::Forever);
+    let a = lease(&mut sim, Kind::FairMutex, 30_000, Wait::Forever);
+    sim.at(0, h, AppAction::Acquire);
+    sim.at(10 * MS, a, AppAction::Acquire);
+    sim.run_until(100 * MS);
+    assert_eq!(sim.line(0, Kind::FairMutex), [sim.token(a)]);
+    sim.at(200 * MS, h, AppAction::Release);
+    let t = acquired_at(&mut sim, a, 60_000 * MS);
+    let last = sim.leases[a].sent.iter().map(|c| c.0).max().unwrap();
+    assert!(t > 200 * MS && t <= 1_100 * MS, "{t}");
+    assert!(
+        t <= last + 2 * MS + MS,
+        "granted by the attempt its timer sent"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -389,7 +389,16 @@ impl Actor<'_> {
                     self.seen.record(lock.name(), lock.stats());
                 }
                 () = async { waiter.expect("guarded").notify.notified().await }, if has_waiter => {
-                    lock.handle_wakeup(now());
+                    let woke = waiter.expect("guarded").take();
+                    let at = now();
+                    if woke.everyone {
+                        lock.handle_wakeup(at);
+                    } else {
+                        // The core reads each: a fair mutex's names the one waiter it wakes.
+                        for message in &woke.messages {
+                            lock.handle_message(at, message);
+                        }
+                    }
                 }
                 () = alarm.fired(), if alarm_set => lock.handle_timeout(now()),
                 request = async { requests.expect("guarded").recv().await }, if has_requests => {

@@ -7,7 +7,10 @@
 //! waiter's `Notify` fires when (a) every node has confirmed the subscription
 //! (the core then re-checks the lock, closing the window in which a release
 //! could be missed) and (b) whenever a release message arrives. Messages are
-//! dispatched straight from the connection's reader, without an extra task.
+//! dispatched straight from the connection's reader, without an extra task,
+//! and kept for the waiter ([`Waiter::take`]): what a message says (a fair
+//! mutex's names the one waiter it is for) is the core's to read
+//! (`Lock::handle_message`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,13 +30,53 @@ pub(crate) struct Waiter {
     pub notify: Notify,
     /// Nodes whose subscription is not confirmed yet.
     pending: AtomicUsize,
+    /// What woke it since it last looked.
+    woke: Mutex<Woke>,
 }
+
+/// What woke a waiter since it last looked ([`Waiter::take`]).
+#[derive(Debug, Default)]
+pub(crate) struct Woke {
+    /// A wake-up for every waiter, whatever the messages say: the
+    /// subscription is active or was made anew (a release may have been
+    /// missed meanwhile), or more messages came than are kept.
+    pub everyone: bool,
+    /// The release messages that came, oldest first.
+    pub messages: Vec<Vec<u8>>,
+}
+
+/// Messages kept per waiter between two looks; more wake it as
+/// `everyone` (a waiter that never looks, `watch`, stays bounded).
+const KEPT_MESSAGES: usize = 16;
 
 impl Waiter {
     fn confirm_one(&self) {
         if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.notify.notify_one();
+            self.wake_everyone();
         }
+    }
+
+    fn wake_everyone(&self) {
+        self.woke.lock().unwrap_or_else(|e| e.into_inner()).everyone = true;
+        self.notify.notify_one();
+    }
+
+    fn deliver(&self, message: &[u8]) {
+        {
+            let mut woke = self.woke.lock().unwrap_or_else(|e| e.into_inner());
+            if woke.messages.len() < KEPT_MESSAGES {
+                woke.messages.push(message.to_vec());
+            } else {
+                woke.everyone = true;
+                woke.messages.clear();
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    /// What woke it since the last call (after `notify` fired).
+    pub(crate) fn take(&self) -> Woke {
+        std::mem::take(&mut *self.woke.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -188,6 +231,7 @@ impl Notifier {
         let waiter = Arc::new(Waiter {
             notify: Notify::new(),
             pending: AtomicUsize::new(self.nodes.len()),
+            woke: Mutex::default(),
         });
         for node in &self.nodes {
             let mut table = node.table.lock().unwrap_or_else(|e| e.into_inner());
@@ -270,14 +314,14 @@ impl Drop for Subscription {
     }
 }
 
-/// Runs on the connection's reader: wake everyone waiting on the channel
-/// when a release is published, and again when the channel is subscribed
+/// Runs on the connection's reader: hand a release's message to everyone
+/// waiting on the channel, and wake them all when the channel is subscribed
 /// anew after the connection was lost (CLIENT KILL, timeout, restart): any
 /// release published in between never reached us.
 fn dispatch(table: &Mutex<Table>, push: PushInfo) {
     let wake = |entry: &Channel| {
         for (waiter, _) in &entry.waiters {
-            waiter.notify.notify_one();
+            waiter.wake_everyone();
         }
     };
     match push.kind {
@@ -285,9 +329,16 @@ fn dispatch(table: &Mutex<Table>, push: PushInfo) {
             let Some(Value::BulkString(channel)) = push.data.first() else {
                 return;
             };
+            // A message we cannot read wakes everyone, as "1" does.
+            let message = match push.data.get(1) {
+                Some(Value::BulkString(message)) => message.as_slice(),
+                _ => b"1",
+            };
             let table = table.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(entry) = table.channels.get(channel.as_slice()) {
-                wake(entry);
+                for (waiter, _) in &entry.waiters {
+                    waiter.deliver(message);
+                }
             }
         }
         PushKind::Disconnection => {

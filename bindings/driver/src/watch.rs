@@ -105,7 +105,10 @@ impl LockWatch {
             let listening = self.listening.as_mut().expect("opened above");
             if self.last.is_some() {
                 tokio::select! {
-                    () = listening.subscription.waiter().notify.notified() => {}
+                    // Any message means "look again"; what it says is for waiters.
+                    () = listening.subscription.waiter().notify.notified() => {
+                        listening.subscription.waiter().take();
+                    }
                     () = tokio::time::sleep_until(self.recheck) => {}
                     _ = listening.closed.wait_for(|closed| *closed) => return Err(closed()),
                 }

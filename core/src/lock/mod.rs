@@ -43,7 +43,7 @@ use self::rounds::{Round, RoundKind};
 use self::timers::{Timer, TimerTable};
 use crate::{
     Command, CommandId, Error, Event, FenceGrace, Instant, Kind, LockKeys, LockName, MaxHold,
-    NotAcquiredReason, Reply, RetryPolicy, Ttl, Wait, WaitReplicas,
+    NotAcquiredReason, Reply, RetryPolicy, Ttl, Wait, WaitReplicas, WakeId,
 };
 
 /// Everything a lease is made from. The token comes from the caller (the core
@@ -164,6 +164,8 @@ pub struct Lock {
     subscribed: bool,
     /// A wake-up arrived while an attempt was in flight: retry at once if it fails.
     woken: bool,
+    /// Ours, for a kind whose releases wake the first waiter by name.
+    wake_id: Option<WakeId>,
     /// Why the last attempt failed (reported if the wait runs out).
     reason: NotAcquiredReason,
     /// Consecutive attempts without a quorum of answering nodes (backoff).
@@ -189,6 +191,10 @@ impl Lock {
     pub fn new(config: LockConfig) -> Self {
         let nodes = config.nodes.max(1);
         let renewing = config.auto_renew;
+        let wake_id = config
+            .kind
+            .wakes_first_in_line()
+            .then(|| WakeId::of(&config.token));
         Lock {
             rng: config.seed | 1,
             current_ttl: config.ttl,
@@ -206,6 +212,7 @@ impl Lock {
             timers: TimerTable::default(),
             subscribed: false,
             woken: false,
+            wake_id,
             reason: NotAcquiredReason::Held,
             unreachable_rounds: 0,
             fence: None,
@@ -500,8 +507,25 @@ impl Lock {
         // Anything else is a stale or unknown id: ignored.
     }
 
-    /// A release notification arrived on the lock's channel (or the
-    /// subscription asked for by `Event::Subscribe` is now active).
+    /// A message published on the lock's channel (its bytes as they came):
+    /// a wake-up ([`Lock::handle_wakeup`]) unless it names another waiter
+    /// (see [`WakeId`]): a fair mutex's release wakes only the first in
+    /// line, the others keep waiting on their retry timers.
+    pub fn handle_message(&mut self, now: Instant, message: &[u8]) {
+        if self
+            .wake_id
+            .as_ref()
+            .is_some_and(|id| id.names_another(message))
+        {
+            return;
+        }
+        self.handle_wakeup(now);
+    }
+
+    /// Look at the lock again: the subscription asked for by
+    /// `Event::Subscribe` is now active (or was made anew after a lost
+    /// connection), or a release notification whose content the driver
+    /// does not pass ([`Lock::handle_message`] reads it).
     pub fn handle_wakeup(&mut self, now: Instant) {
         if self.state != State::Acquiring {
             return;

@@ -361,7 +361,8 @@ impl Node {
     }
 
     /// Runs one script. Returns the reply and, for a release that freed the
-    /// lock, the channel a notification was published on.
+    /// lock, the message it published on the lock's channel (`1`, or a fair
+    /// mutex's wake id of the first waiter in line).
     pub fn exec(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
         self.executed.push(cmd.script);
         let err = |m: &str| (Reply::Error(m.to_string()), None);
@@ -385,6 +386,18 @@ impl Node {
                 let queued = self.zset(&waiting, None).remove(&token).is_some();
                 self.zset(&until, None).remove(&token);
                 let published = key(3).filter(|_| (held || queued) && !self.refuse_publish);
+                // The message names the first live waiter (sha1hex of its
+                // token), or nobody ("1") when the line is empty.
+                let published = published.map(|_| {
+                    let now_ms = self.zclock_ms(now);
+                    match self.prune_line(&waiting, &until, now_ms).first() {
+                        Some(first) => sha1_smol::Sha1::from(first)
+                            .digest()
+                            .to_string()
+                            .into_bytes(),
+                        None => b"1".to_vec(),
+                    }
+                });
                 let reply = match (held, key(3)) {
                     (false, _) => 0,
                     (true, Some(_)) if self.refuse_publish => 2,
@@ -463,7 +476,9 @@ impl Node {
                 let held = self.zset(&holders, None).remove(&token).is_some();
                 let queued = self.zset(&waiting, None).remove(&token).is_some();
                 self.zset(&until, None).remove(&token);
-                let published = key(3).filter(|_| (held || queued) && !self.refuse_publish);
+                let published = key(3)
+                    .filter(|_| (held || queued) && !self.refuse_publish)
+                    .map(|_| b"1".to_vec());
                 let reply = match (held, key(3)) {
                     (false, _) => 0,
                     (true, Some(_)) if self.refuse_publish => 2,
@@ -578,7 +593,7 @@ impl Node {
                     self.data.remove(&lock);
                     match key(1) {
                         Some(_) if self.refuse_publish => (Reply::Int(2), None),
-                        channel => (Reply::Int(1), channel),
+                        channel => (Reply::Int(1), channel.map(|_| b"1".to_vec())),
                     }
                 } else {
                     (Reply::Int(0), None)
@@ -692,7 +707,7 @@ impl Node {
             // next = max(GET fence + 1, now * 1024); DEL lock + PUBLISH if
             // held; SET fence next PX max(pttl, 0) + grace -> {held, next}
             Script::ForceRelease => {
-                let (Some(lock), Some(fence_key), Some(channel), Some(grace)) =
+                let (Some(lock), Some(fence_key), Some(_channel), Some(grace)) =
                     (key(0), key(1), key(2), arg(0).and_then(|g| int(&g)))
                 else {
                     return err("ERR wrong number of arguments");
@@ -714,7 +729,10 @@ impl Node {
                 let expires = now + self.real_us(keep);
                 self.set(&fence_key, next.to_string().as_bytes(), Some(expires));
                 let held = Reply::Int(i64::from(pttl.is_some()));
-                (Reply::Array(vec![held, bulk(next)]), pttl.map(|_| channel))
+                (
+                    Reply::Array(vec![held, bulk(next)]),
+                    pttl.map(|_| b"1".to_vec()),
+                )
             }
             // A write to the user's own data, never a lock's command: the
             // driver tests run it against a real Redis.
@@ -733,7 +751,7 @@ impl Node {
         let err = |m: &str| (Reply::Error(m.to_string()), None);
         let key = |i: usize| cmd.keys.get(i).cloned();
         let arg = |i: usize| cmd.args.get(i).cloned();
-        let (Some(lock), Some(fence_key), Some(channel)) = (key(0), key(1), key(2)) else {
+        let (Some(lock), Some(fence_key), Some(_channel)) = (key(0), key(1), key(2)) else {
             return err("ERR wrong number of arguments");
         };
         let (Some(token), Some(successor), Some(ttl), Some(fence_ttl)) =
@@ -766,7 +784,7 @@ impl Node {
         } else {
             (
                 Reply::Array(vec![Reply::Int(2), Reply::Int(1)]),
-                Some(channel),
+                Some(b"1".to_vec()),
             )
         }
     }

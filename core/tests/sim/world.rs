@@ -219,9 +219,12 @@ enum Ev {
         node: usize,
         gen: u64,
     },
+    /// A release's message (`Lock::handle_message`), or a wake-up for no
+    /// reason (`None`: `Lock::handle_wakeup`).
     Wakeup {
         lease: usize,
         gen: u64,
+        message: Option<Vec<u8>>,
     },
     /// A releaser's `Event::Handoff` reaches its successor (same client).
     Handoff {
@@ -670,11 +673,25 @@ impl Sim {
                     self.after_input(lease);
                 }
             }
-            Ev::Wakeup { lease, gen } => {
+            Ev::Wakeup {
+                lease,
+                gen,
+                message,
+            } => {
                 if self.leases[lease].sub_gen == gen && self.leases[lease].subscribed {
-                    self.log(|| format!("L{lease} wakeup"));
                     let now = self.local_now(lease);
-                    self.leases[lease].lock.handle_wakeup(now);
+                    match message {
+                        Some(message) => {
+                            self.log(|| {
+                                format!("L{lease} message {}", String::from_utf8_lossy(&message))
+                            });
+                            self.leases[lease].lock.handle_message(now, &message);
+                        }
+                        None => {
+                            self.log(|| format!("L{lease} wakeup"));
+                            self.leases[lease].lock.handle_wakeup(now);
+                        }
+                    }
                     self.after_input(lease);
                 }
             }
@@ -724,7 +741,15 @@ impl Sim {
                 if !subscribed.is_empty() {
                     let lease = subscribed[self.rng.range(0, subscribed.len() as u64 - 1) as usize];
                     let gen = self.leases[lease].sub_gen;
-                    self.schedule(self.now, Ev::Wakeup { lease, gen });
+                    let message = None;
+                    self.schedule(
+                        self.now,
+                        Ev::Wakeup {
+                            lease,
+                            gen,
+                            message,
+                        },
+                    );
                 }
                 let next = self.now + self.rng.range(1, every);
                 if next <= until && self.leases.iter().any(|l| !l.finished) {
@@ -956,12 +981,20 @@ impl Sim {
                 cmd.id, cmd.script
             )
         });
-        if published.is_some() {
+        if let Some(message) = published {
             for sub in self.nodes[node].subscribers.clone() {
                 if !self.rng.chance(self.net.drop_wakeup) {
                     let at = self.now + self.delay();
                     let gen = self.leases[sub].sub_gen;
-                    self.schedule(at, Ev::Wakeup { lease: sub, gen });
+                    let message = Some(message.clone());
+                    self.schedule(
+                        at,
+                        Ev::Wakeup {
+                            lease: sub,
+                            gen,
+                            message,
+                        },
+                    );
                 }
             }
         }
