@@ -67,6 +67,13 @@ test('acquireMany: one held name takes nothing, leaves nothing; a waiting group 
     await assert.rejects(client.acquireMany(names, { ttl: 10_000, wait: 100 }), (err) => {
       assert.ok(err instanceof NotAcquiredError)
       assert.ok(err.message.includes(names[1]), err.message)
+      assert.equal(err.lockName, names[1]) // the held one, as given
+      return true
+    })
+    const buffers = names.map((name) => Buffer.from(name))
+    await assert.rejects(client.withLocks(buffers, { ttl: 10_000, wait: 0 }, async () => {}), (err) => {
+      assert.ok(err instanceof NotAcquiredError)
+      assert.ok(Buffer.isBuffer(err.lockName) && err.lockName.equals(buffers[1]), String(err.lockName))
       return true
     })
     assert.equal(await raw.cmd('EXISTS', lockKey(names[0])), 0)
@@ -124,8 +131,12 @@ test('acquireMany: a lost lease is LockLostError on release; the rest are releas
   try {
     const names = namesOf('many-lost')
     const group = await client.acquireMany(names, { ttl: 10_000 })
-    await raw.cmd('DEL', lockKey(names[0]))
-    await assert.rejects(group.release(), LockLostError)
+    await raw.cmd('DEL', lockKey(names[1]))
+    await assert.rejects(group.release(), (err) => {
+      assert.ok(err instanceof LockLostError)
+      assert.equal(err.lockName, names[1])
+      return true
+    })
     assert.equal(group.lost, true)
     for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
   } finally {
