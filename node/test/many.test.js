@@ -13,6 +13,19 @@ const namesOf = (label, n = 3) => {
   return Array.from({ length: n }, (_, i) => `${base}:${i}`)
 }
 
+// A client and a raw connection to the test Redis, both closed after `fn`.
+async function withClient(fn) {
+  const url = await redisUrl()
+  const client = await Client.connect(url)
+  const raw = await Raw.connect(url)
+  try {
+    return await fn({ url, client, raw })
+  } finally {
+    raw.close()
+    await client.close()
+  }
+}
+
 async function until(what, check, ms = 10_000) {
   const deadline = Date.now() + ms
   while (!(await check())) {
@@ -21,11 +34,8 @@ async function until(what, check, ms = 10_000) {
   }
 }
 
-test('acquireMany: every name an ordinary lease, released together', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: every name an ordinary lease, released together', () =>
+  withClient(async ({ client, raw }) => {
     const names = namesOf('many')
     const group = await client.acquireMany(names, { ttl: 10_000 })
     assert.ok(group instanceof LockGroup)
@@ -49,11 +59,8 @@ test('acquireMany: every name an ordinary lease, released together', async () =>
     })
     assert.equal(typeof fence, 'bigint')
     for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
 test('acquireMany: one held name takes nothing, leaves nothing; a waiting group is woken', async () => {
   const url = await redisUrl()
@@ -91,11 +98,8 @@ test('acquireMany: one held name takes nothing, leaves nothing; a waiting group 
   }
 })
 
-test('acquireMany: an aborted acquire leaves nothing behind', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: an aborted acquire leaves nothing behind', () =>
+  withClient(async ({ client, raw }) => {
     const names = namesOf('many-abort')
     const held = await client.acquire(names[2], { ttl: 30_000 })
     const controller = new AbortController()
@@ -118,17 +122,11 @@ test('acquireMany: an aborted acquire leaves nothing behind', async () => {
         return true
       })
     }
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
-test('acquireMany: a lost lease is LockLostError on release; the rest are released', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: a lost lease is LockLostError on release; the rest are released', () =>
+  withClient(async ({ client, raw }) => {
     const names = namesOf('many-lost')
     const group = await client.acquireMany(names, { ttl: 10_000 })
     await raw.cmd('DEL', lockKey(names[1]))
@@ -139,17 +137,11 @@ test('acquireMany: a lost lease is LockLostError on release; the rest are releas
     })
     assert.equal(group.lost, true)
     for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
-test('acquireMany: bad inputs are typed errors and write nothing', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: bad inputs are typed errors and write nothing', () =>
+  withClient(async ({ client, raw }) => {
     const before = await raw.cmd('DBSIZE')
     const many = Array.from({ length: 65 }, (_, i) => `n${i}`)
     for (const [names, options, error] of [
@@ -171,11 +163,8 @@ test('acquireMany: bad inputs are typed errors and write nothing', async () => {
       }
     }
     assert.equal(await raw.cmd('DBSIZE'), before)
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
 test('acquireMany: Redlock is refused', async () => {
   const urls = await redlockUrls()
