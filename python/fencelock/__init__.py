@@ -532,7 +532,7 @@ class _Context(Generic[_Held]):
     __slots__ = ("_acquire", "_held")
 
     def __init__(self, acquire: Callable[[], _Held]) -> None:
-        self._acquire = acquire
+        self._acquire: Callable[[], _Held] = acquire
         self._held: Optional[_Held] = None
 
     def __enter__(self) -> _Held:
@@ -563,7 +563,7 @@ class _AsyncContext(Generic[_AsyncHeld]):
     __slots__ = ("_acquire", "_held")
 
     def __init__(self, acquire: Callable[[], Awaitable[_AsyncHeld]]) -> None:
-        self._acquire = acquire
+        self._acquire: Callable[[], Awaitable[_AsyncHeld]] = acquire
         self._held: Optional[_AsyncHeld] = None
 
     async def __aenter__(self) -> _AsyncHeld:
