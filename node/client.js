@@ -212,7 +212,7 @@ class LockGroup {
 
   /** Release every lease; LockLostError if one was lost (the others are released all the same). */
   release() {
-    return call(() => this.#native.release(), undefined)
+    return call(() => this.#native.release(), this.#leases.map((lease) => lease.name))
   }
 
   [Symbol.asyncDispose]() {
@@ -332,28 +332,12 @@ class Client {
       throw e
     }
     names.forEach(checkName)
-    const signal = signalOf(options)
-    signal?.throwIfAborted()
-    // As #acquire: abort -> cancel -> the driver gives back whatever the
-    // attempt set, or claim() refuses a group granted meanwhile.
-    const cancel = signal ? new this.#CancelHandle() : undefined
-    const onAbort = () => cancel.cancel()
-    signal?.addEventListener('abort', onAbort, { once: true })
-    let grant
-    try {
-      grant = await this.#native[method](names, options, cancel)
-    } catch (err) {
-      if (signal?.aborted) throw signal.reason
-      // The message names the lock it is about; which of `names` that is,
-      // only the message says.
-      throw fromNative(err, undefined)
-    } finally {
-      signal?.removeEventListener('abort', onAbort)
-    }
-    if (grant == null) return null
-    const handle = cancel === undefined ? grant : grant.claim()
-    if (handle == null) throw signal.reason
-    return new LockGroup(kCreate, handle, names)
+    const handle = await this.#start(
+      options,
+      (cancel) => this.#native[method](names, options, cancel),
+      (err) => fromNative(err, names),
+    )
+    return handle == null ? null : new LockGroup(kCreate, handle, names)
   }
 
   /**
@@ -392,20 +376,33 @@ class Client {
 
   async #acquire(method, name, options, kind) {
     checkName(name)
+    const handle = await this.#start(
+      options,
+      (cancel) => this.#native[method](name, options, cancel, kind),
+      (err) => fromNative(err, name),
+    )
+    return handle == null ? null : new Lease(kCreate, handle, name)
+  }
+
+  /**
+   * An acquire's native `start(cancel)` under `options.signal`: the
+   * handle, or null (a try that found the lock held). Abort -> backend
+   * cancel -> the driver gives up the acquire and sends a compensating
+   * release if the request may have reached Redis, or, if the lock was
+   * granted already, claim() below refuses and it is released.
+   */
+  async #start(options, start, toError) {
     const signal = signalOf(options)
     signal?.throwIfAborted()
-    // Abort -> backend cancel -> the driver gives up the acquire and sends a
-    // compensating release if the request may have reached Redis, or, if the
-    // lock was granted already, claim() below refuses and it is released.
     const cancel = signal ? new this.#CancelHandle() : undefined
     const onAbort = () => cancel.cancel()
     signal?.addEventListener('abort', onAbort, { once: true })
     let grant
     try {
-      grant = await this.#native[method](name, options, cancel, kind)
+      grant = await start(cancel)
     } catch (err) {
       if (signal?.aborted) throw signal.reason
-      throw fromNative(err, name)
+      throw toError(err)
     } finally {
       signal?.removeEventListener('abort', onAbort)
     }
@@ -414,7 +411,7 @@ class Client {
     // signal aborted after the grant (the backend then releases the lock).
     const handle = cancel === undefined ? grant : grant.claim()
     if (handle == null) throw signal.reason
-    return new Lease(kCreate, handle, name)
+    return handle
   }
 
   /**

@@ -85,17 +85,21 @@ class ClientClosedError extends RedisError {
 // The native side prefixes every message with its kind (see
 // bindings/node/src/lib.rs): the one rule that maps Rust errors to JS.
 // NotAcquired carries its reason: `NOT_ACQUIRED(held): ...`, StaleFence
-// the accepted fence: `STALE_FENCE(7): ...`.
-const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|STALE_FENCE|REDIS|CLIENT_CLOSED|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?: ([\s\S]*)$/
+// the accepted fence: `STALE_FENCE(7): ...`; a call on several names which
+// of them the error is about: `NOT_ACQUIRED(held)[1]: ...`.
+const TAGGED = /^(NOT_ACQUIRED|LOCK_LOST|STALE_FENCE|REDIS|CLIENT_CLOSED|INVALID_ARGUMENT|INVALID_TYPE|ABORTED)(?:\((\w+)\))?(?:\[(\d+)\])?: ([\s\S]*)$/
 
 /**
- * `lockName`: the name the failed call was about, if any; `fenced`: `{
- * resource, fence }` of a fenced write (a StaleFenceError carries them).
+ * `lockName`: the name the failed call was about, if any, or for a call on
+ * several names their array (the tag's `[i]` picks the one, as the caller
+ * gave it); `fenced`: `{ resource, fence }` of a fenced write (a
+ * StaleFenceError carries them).
  */
 function fromNative(err, lockName, fenced) {
   const match = err instanceof Error ? TAGGED.exec(err.message) : null
   if (!match) return err
-  const [, code, reason, message] = match
+  const [, code, reason, index, message] = match
+  if (Array.isArray(lockName)) lockName = index === undefined ? undefined : lockName[Number(index)]
   switch (code) {
     case 'NOT_ACQUIRED':
       return new NotAcquiredError(message, { lockName, reason })

@@ -93,10 +93,25 @@ function pgUrl() {
   return sharedPg
 }
 
+/** GET from the cluster primary (of `seeds`) owning the key's slot (the others answer MOVED). */
+async function clusterGet(seeds, key) {
+  for (const url of seeds) {
+    const raw = await Raw.connect(url)
+    try {
+      return await raw.cmd('GET', key)
+    } catch {
+      continue
+    } finally {
+      raw.close()
+    }
+  }
+  throw new Error('no cluster node owns the key')
+}
+
 /** Resolve when `signal` aborts (or already has). */
 function aborted(signal) {
   if (signal.aborted) return Promise.resolve(signal.reason)
   return once(signal, 'abort').then(() => signal.reason)
 }
 
-module.exports = { Raw, startRedis, redisUrl, redlockUrls, pgUrl, uniqueName, lockKey, within, aborted, claimPorts, releasePorts, harnessEnv }
+module.exports = { Raw, startRedis, redisUrl, redlockUrls, pgUrl, uniqueName, lockKey, within, aborted, clusterGet, claimPorts, releasePorts, harnessEnv }

@@ -5,12 +5,25 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { Client, Lease, LockGroup, NotAcquiredError, LockLostError } = require('..')
-const { Raw, redisUrl, redlockUrls, uniqueName, lockKey, harnessEnv } = require('./helpers.js')
+const { Raw, redisUrl, redlockUrls, uniqueName, lockKey, harnessEnv, clusterGet } = require('./helpers.js')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const namesOf = (label, n = 3) => {
   const base = uniqueName(label)
   return Array.from({ length: n }, (_, i) => `${base}:${i}`)
+}
+
+// A client and a raw connection to the test Redis, both closed after `fn`.
+async function withClient(fn) {
+  const url = await redisUrl()
+  const client = await Client.connect(url)
+  const raw = await Raw.connect(url)
+  try {
+    return await fn({ url, client, raw })
+  } finally {
+    raw.close()
+    await client.close()
+  }
 }
 
 async function until(what, check, ms = 10_000) {
@@ -21,11 +34,8 @@ async function until(what, check, ms = 10_000) {
   }
 }
 
-test('acquireMany: every name an ordinary lease, released together', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: every name an ordinary lease, released together', () =>
+  withClient(async ({ client, raw }) => {
     const names = namesOf('many')
     const group = await client.acquireMany(names, { ttl: 10_000 })
     assert.ok(group instanceof LockGroup)
@@ -49,11 +59,8 @@ test('acquireMany: every name an ordinary lease, released together', async () =>
     })
     assert.equal(typeof fence, 'bigint')
     for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
 test('acquireMany: one held name takes nothing, leaves nothing; a waiting group is woken', async () => {
   const url = await redisUrl()
@@ -67,6 +74,13 @@ test('acquireMany: one held name takes nothing, leaves nothing; a waiting group 
     await assert.rejects(client.acquireMany(names, { ttl: 10_000, wait: 100 }), (err) => {
       assert.ok(err instanceof NotAcquiredError)
       assert.ok(err.message.includes(names[1]), err.message)
+      assert.equal(err.lockName, names[1]) // the held one, as given
+      return true
+    })
+    const buffers = names.map((name) => Buffer.from(name))
+    await assert.rejects(client.withLocks(buffers, { ttl: 10_000, wait: 0 }, async () => {}), (err) => {
+      assert.ok(err instanceof NotAcquiredError)
+      assert.ok(Buffer.isBuffer(err.lockName) && err.lockName.equals(buffers[1]), String(err.lockName))
       return true
     })
     assert.equal(await raw.cmd('EXISTS', lockKey(names[0])), 0)
@@ -84,11 +98,8 @@ test('acquireMany: one held name takes nothing, leaves nothing; a waiting group 
   }
 })
 
-test('acquireMany: an aborted acquire leaves nothing behind', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: an aborted acquire leaves nothing behind', () =>
+  withClient(async ({ client, raw }) => {
     const names = namesOf('many-abort')
     const held = await client.acquire(names[2], { ttl: 30_000 })
     const controller = new AbortController()
@@ -111,34 +122,26 @@ test('acquireMany: an aborted acquire leaves nothing behind', async () => {
         return true
       })
     }
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
-test('acquireMany: a lost lease is LockLostError on release; the rest are released', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: a lost lease is LockLostError on release; the rest are released', () =>
+  withClient(async ({ client, raw }) => {
     const names = namesOf('many-lost')
     const group = await client.acquireMany(names, { ttl: 10_000 })
-    await raw.cmd('DEL', lockKey(names[0]))
-    await assert.rejects(group.release(), LockLostError)
+    await raw.cmd('DEL', lockKey(names[1]))
+    await assert.rejects(group.release(), (err) => {
+      assert.ok(err instanceof LockLostError)
+      assert.equal(err.lockName, names[1])
+      return true
+    })
     assert.equal(group.lost, true)
     for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
-test('acquireMany: bad inputs are typed errors and write nothing', async () => {
-  const url = await redisUrl()
-  const client = await Client.connect(url)
-  const raw = await Raw.connect(url)
-  try {
+test('acquireMany: bad inputs are typed errors and write nothing', () =>
+  withClient(async ({ client, raw }) => {
     const before = await raw.cmd('DBSIZE')
     const many = Array.from({ length: 65 }, (_, i) => `n${i}`)
     for (const [names, options, error] of [
@@ -160,11 +163,8 @@ test('acquireMany: bad inputs are typed errors and write nothing', async () => {
       }
     }
     assert.equal(await raw.cmd('DBSIZE'), before)
-  } finally {
-    raw.close()
-    await client.close()
-  }
-})
+  }),
+)
 
 test('acquireMany: Redlock is refused', async () => {
   const urls = await redlockUrls()
@@ -187,29 +187,16 @@ test('acquireMany: Redlock is refused', async () => {
 
 test('acquireMany: a Redis Cluster takes names on several slots', async () => {
   const seeds = harnessEnv('FENCELOCK_TEST_CLUSTER_URLS').split(',')
-  const clusterGet = async (key) => {
-    for (const url of seeds) {
-      const raw = await Raw.connect(url)
-      try {
-        return await raw.cmd('GET', key)
-      } catch {
-        continue
-      } finally {
-        raw.close()
-      }
-    }
-    throw new Error('no cluster node owns the key')
-  }
   const client = await Client.connect(seeds, { topology: 'cluster' })
   try {
     const names = namesOf('many-cluster', 6)
     const group = await client.acquireMany(names, { ttl: 10_000 })
-    for (const lease of group.leases) assert.equal(String(await clusterGet(lockKey(lease.name))), lease.token)
+    for (const lease of group.leases) assert.equal(String(await clusterGet(seeds, lockKey(lease.name))), lease.token)
     const extra = `${names[0]}:extra`
     assert.equal(await client.tryAcquireMany([extra, names[4]], { ttl: 1000 }), null)
-    assert.equal(await clusterGet(lockKey(extra)), null)
+    assert.equal(await clusterGet(seeds, lockKey(extra)), null)
     await group.release()
-    for (const name of names) assert.equal(await clusterGet(lockKey(name)), null)
+    for (const name of names) assert.equal(await clusterGet(seeds, lockKey(name)), null)
   } finally {
     await client.close()
   }

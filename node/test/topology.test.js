@@ -5,7 +5,7 @@ const { test, describe, before } = require('node:test')
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
 const { Client, NotAcquiredError } = require('..')
-const { Raw, harnessEnv, uniqueName, lockKey, within } = require('./helpers.js')
+const { Raw, harnessEnv, uniqueName, lockKey, within, clusterGet } = require('./helpers.js')
 
 let seeds
 let sentinels
@@ -15,21 +15,6 @@ before(() => {
   sentinels = harnessEnv('FENCELOCK_TEST_SENTINEL_URLS').split(',')
   service = harnessEnv('FENCELOCK_TEST_SENTINEL_SERVICE')
 })
-
-/** GET from the primary owning the key's slot (the others answer MOVED). */
-async function clusterGet(key) {
-  for (const url of seeds) {
-    const raw = await Raw.connect(url)
-    try {
-      return await raw.cmd('GET', key)
-    } catch {
-      continue
-    } finally {
-      raw.close()
-    }
-  }
-  throw new Error('no cluster node owns the key')
-}
 
 async function primaryUrl() {
   const raw = await Raw.connect(sentinels[0])
@@ -50,11 +35,11 @@ describe('cluster', () => {
       for (let i = 0; i < 12; i++) {
         const name = uniqueName(`cluster${i}`)
         const lease = await client.acquire(name, { ttl: 10_000, wait: 0 })
-        assert.equal(asText(await clusterGet(lockKey(name))), lease.token)
+        assert.equal(asText(await clusterGet(seeds, lockKey(name))), lease.token)
         assert.equal(await client.tryAcquire(name, { ttl: 10_000 }), null)
         await lease.extend()
         await lease.release()
-        assert.equal(await clusterGet(lockKey(name)), null)
+        assert.equal(await clusterGet(seeds, lockKey(name)), null)
       }
     } finally {
       await client.close()

@@ -23,6 +23,7 @@ from typing import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Generic,
     Iterable,
     Iterator,
     Optional,
@@ -133,9 +134,11 @@ class Client(_native.Client):
         names: Iterable[Name],
         ttl: float,
         *,
+        # <gen_stubs params many>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> Locks:
         """A context manager over ``acquire_many``: every name is acquired
         (all or nothing) on enter, and every lease released on exit.
@@ -145,7 +148,13 @@ class Client(_native.Client):
         names = list(names)
         return Locks(
             lambda: self.acquire_many(
-                names, ttl, wait=wait, auto_renew=auto_renew, max_hold=max_hold
+                names,
+                ttl,
+                # <gen_stubs forward many>
+                wait=wait,
+                auto_renew=auto_renew,
+                max_hold=max_hold,
+                # </gen_stubs>
             )
         )
 
@@ -326,15 +335,23 @@ class AsyncClient(_native.AsyncClient):
         names: Iterable[Name],
         ttl: float,
         *,
+        # <gen_stubs params many>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> AsyncLockGroup:
         """Acquire every one of ``names``, all or nothing, waiting as
         ``wait`` allows; ``NotAcquired`` when the wait runs out (nothing of
         the group is held then)."""
         grant = await self._acquire_many(
-            names, ttl, wait=wait, auto_renew=auto_renew, max_hold=max_hold
+            names,
+            ttl,
+            # <gen_stubs forward many>
+            wait=wait,
+            auto_renew=auto_renew,
+            max_hold=max_hold,
+            # </gen_stubs>
         )
         # Taken with no await in between, as acquire's grant.
         return grant._claim()
@@ -344,13 +361,20 @@ class AsyncClient(_native.AsyncClient):
         names: Iterable[Name],
         ttl: float,
         *,
+        # <gen_stubs params many try>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> Optional[AsyncLockGroup]:
         """One attempt: the group, or ``None`` if any name is held by
         someone else."""
         grant = await self._try_acquire_many(
-            names, ttl, auto_renew=auto_renew, max_hold=max_hold
+            names,
+            ttl,
+            # <gen_stubs forward many try>
+            auto_renew=auto_renew,
+            max_hold=max_hold,
+            # </gen_stubs>
         )
         return None if grant is None else grant._claim()
 
@@ -359,16 +383,24 @@ class AsyncClient(_native.AsyncClient):
         names: Iterable[Name],
         ttl: float,
         *,
+        # <gen_stubs params many>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> AsyncLocks:
         """An async context manager over ``acquire_many`` (see
         ``Client.lock_many``)."""
         names = list(names)
         return AsyncLocks(
             lambda: self.acquire_many(
-                names, ttl, wait=wait, auto_renew=auto_renew, max_hold=max_hold
+                names,
+                ttl,
+                # <gen_stubs forward many>
+                wait=wait,
+                auto_renew=auto_renew,
+                max_hold=max_hold,
+                # </gen_stubs>
             )
         )
 
@@ -489,21 +521,25 @@ def _release_failed(lease: object, error: LockError, body_raised: bool) -> None:
     _log.warning("releasing %r on exit failed: %s", lease, error)
 
 
-class Lock:
-    """``with client.lock(name, ttl=...) as lease:`` (see :meth:`Client.lock`)."""
+_Held = TypeVar("_Held", Lease, LockGroup)
+_AsyncHeld = TypeVar("_AsyncHeld", AsyncLease, AsyncLockGroup)
 
-    __slots__ = ("_acquire", "_lease")
 
-    def __init__(self, acquire: Callable[[], Lease]) -> None:
-        # The acquire this context makes on enter (each enter makes it again).
-        self._acquire = acquire
-        self._lease: Optional[Lease] = None
+class _Context(Generic[_Held]):
+    """A ``with`` context of what ``acquire`` returns: acquired on enter
+    (each enter acquires again), released on exit."""
 
-    def __enter__(self) -> Lease:
-        if self._lease is not None:
+    __slots__ = ("_acquire", "_held")
+
+    def __init__(self, acquire: Callable[[], _Held]) -> None:
+        self._acquire: Callable[[], _Held] = acquire
+        self._held: Optional[_Held] = None
+
+    def __enter__(self) -> _Held:
+        if self._held is not None:
             raise RuntimeError("this lock context is already entered")
-        self._lease = self._acquire()
-        return self._lease
+        self._held = self._acquire()
+        return self._held
 
     def __exit__(
         self,
@@ -511,107 +547,71 @@ class Lock:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        lease, self._lease = self._lease, None
-        if lease is None:
+        held, self._held = self._held, None
+        if held is None:
             return
         try:
-            lease.release()
+            held.release()
         except LockError as error:
-            _release_failed(lease, error, exc_type is not None)
+            _release_failed(held, error, exc_type is not None)
 
 
-class AsyncLock:
+class _AsyncContext(Generic[_AsyncHeld]):
+    """An ``async with`` context of what ``acquire`` resolves to: awaited on
+    enter (each enter acquires again), released on exit."""
+
+    __slots__ = ("_acquire", "_held")
+
+    def __init__(self, acquire: Callable[[], Awaitable[_AsyncHeld]]) -> None:
+        self._acquire: Callable[[], Awaitable[_AsyncHeld]] = acquire
+        self._held: Optional[_AsyncHeld] = None
+
+    async def __aenter__(self) -> _AsyncHeld:
+        if self._held is not None:
+            raise RuntimeError("this lock context is already entered")
+        self._held = await self._acquire()
+        return self._held
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            await held.release()
+        except LockError as error:
+            _release_failed(held, error, exc_type is not None)
+
+
+class Lock(_Context[Lease]):
+    """``with client.lock(name, ttl=...) as lease:`` (see :meth:`Client.lock`)."""
+
+    __slots__ = ()
+
+
+class AsyncLock(_AsyncContext[AsyncLease]):
     """``async with aclient.lock(name, ttl=...) as lease:`` (see
     :meth:`AsyncClient.lock`)."""
 
-    __slots__ = ("_acquire", "_lease")
-
-    def __init__(self, acquire: Callable[[], Awaitable[AsyncLease]]) -> None:
-        # The acquire this context awaits on enter (each enter makes it again).
-        self._acquire = acquire
-        self._lease: Optional[AsyncLease] = None
-
-    async def __aenter__(self) -> AsyncLease:
-        if self._lease is not None:
-            raise RuntimeError("this lock context is already entered")
-        self._lease = await self._acquire()
-        return self._lease
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        lease, self._lease = self._lease, None
-        if lease is None:
-            return
-        try:
-            await lease.release()
-        except LockError as error:
-            _release_failed(lease, error, exc_type is not None)
+    __slots__ = ()
 
 
-class Locks:
+class Locks(_Context[LockGroup]):
     """``with client.lock_many(names, ttl=...) as group:`` (see
     :meth:`Client.lock_many`)."""
 
-    __slots__ = ("_acquire", "_group")
-
-    def __init__(self, acquire: Callable[[], LockGroup]) -> None:
-        self._acquire = acquire
-        self._group: Optional[LockGroup] = None
-
-    def __enter__(self) -> LockGroup:
-        if self._group is not None:
-            raise RuntimeError("this lock context is already entered")
-        self._group = self._acquire()
-        return self._group
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        group, self._group = self._group, None
-        if group is None:
-            return
-        try:
-            group.release()
-        except LockError as error:
-            _release_failed(group, error, exc_type is not None)
+    __slots__ = ()
 
 
-class AsyncLocks:
+class AsyncLocks(_AsyncContext[AsyncLockGroup]):
     """``async with aclient.lock_many(names, ttl=...) as group:`` (see
     :meth:`AsyncClient.lock_many`)."""
 
-    __slots__ = ("_acquire", "_group")
-
-    def __init__(self, acquire: Callable[[], Awaitable[AsyncLockGroup]]) -> None:
-        self._acquire = acquire
-        self._group: Optional[AsyncLockGroup] = None
-
-    async def __aenter__(self) -> AsyncLockGroup:
-        if self._group is not None:
-            raise RuntimeError("this lock context is already entered")
-        self._group = await self._acquire()
-        return self._group
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        group, self._group = self._group, None
-        if group is None:
-            return
-        try:
-            await group.release()
-        except LockError as error:
-            _release_failed(group, error, exc_type is not None)
+    __slots__ = ()
 
 
 # Last: the primitives' handles use the contexts above.

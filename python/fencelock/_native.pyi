@@ -292,9 +292,11 @@ class Client:
         names: Iterable[_Name],
         ttl: float,
         *,
+        # <gen_stubs params many>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> LockGroup:
         """Acquire every one of ``names`` (at most 64, none twice), all or
         nothing, waiting as ``wait`` allows; ``NotAcquired`` when the wait
@@ -304,8 +306,10 @@ class Client:
         names: Iterable[_Name],
         ttl: float,
         *,
+        # <gen_stubs params many try>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> Optional[LockGroup]:
         """One attempt: the group, or ``None`` if any name is held."""
     def _list(self, pattern: _Name) -> Cursor: ...
@@ -339,17 +343,21 @@ class AsyncClient:
         names: Iterable[_Name],
         ttl: float,
         *,
+        # <gen_stubs params many>
         wait: Optional[float] = None,
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> asyncio.Future[GroupGrant]: ...
     def _try_acquire_many(
         self,
         names: Iterable[_Name],
         ttl: float,
         *,
+        # <gen_stubs params many try>
         auto_renew: bool = False,
         max_hold: Optional[float] = None,
+        # </gen_stubs>
     ) -> asyncio.Future[Optional[GroupGrant]]: ...
     def _acquire(
         self,

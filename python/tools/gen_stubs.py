@@ -4,7 +4,8 @@
 
 The keywords after ``name, ttl, *`` of every acquiring call (``acquire``,
 ``try_acquire``, ``lock``, the private ``_acquire`` /
-``_try_acquire`` of the PyO3 layer) used to be written by hand 14 times in
+``_try_acquire`` of the PyO3 layer; and after ``names, ttl, *`` of
+``acquire_many`` and its kin) used to be written by hand 14 times in
 three files. Now each of those places is a marked region that this script
 fills from the table:
 
@@ -28,7 +29,9 @@ A region is the lines between ``# <gen_stubs KIND [try] [lease=NAME]>`` and
 read-write lock's regions);
 ``lease=`` names the lease class ``on_lost`` is called with; ``as`` makes a
 signature start ``(kind, name, ttl, *`` (the ``_acquire_as`` entries of the
-semaphore and the read-write lock; ``kinds`` implied).
+semaphore and the read-write lock; ``kinds`` implied); ``many`` leaves out
+the keywords of one lease (``on_lost``, ``fair``) and starts a signature
+``(names, ttl, *`` (``acquire_many`` and its kin; no ``lease=``).
 
 The Rust functions' own parameters stay hand-written: PyO3 fails to compile
 when they differ from the generated signature attribute.
@@ -60,6 +63,9 @@ class Keyword(NamedTuple):
     # Only the mutex takes it (not a semaphore's or a read-write lock's
     # acquire: regions marked ``kinds``, and the Rust ``as`` signatures).
     mutex_only: bool = False
+    # Only a one-name acquire takes it (not ``acquire_many``: regions
+    # marked ``many``).
+    single_only: bool = False
 
 
 # THE acquire keywords, in signature order. Edit here, then run this script.
@@ -67,8 +73,8 @@ ACQUIRE = (
     Keyword("wait", "Optional[float]", "None", "None", waiting_only=True),
     Keyword("auto_renew", "bool", "False", "false"),
     Keyword("max_hold", "Optional[float]", "None", "None"),
-    Keyword("on_lost", "Optional[Callable[[{lease}], object]]", "None", "None"),
-    Keyword("fair", "bool", "False", "false", mutex_only=True),
+    Keyword("on_lost", "Optional[Callable[[{lease}], object]]", "None", "None", single_only=True),
+    Keyword("fair", "bool", "False", "false", mutex_only=True, single_only=True),
 )
 
 # THE constructor keywords of Client and AsyncClient, after ``url, *``.
@@ -99,19 +105,22 @@ OPEN = re.compile(r"^(?P<indent>\s*)(?P<comment>#|//) <gen_stubs (?P<spec>[^>]*)
 CLOSE = re.compile(r"^\s*(#|//) </gen_stubs>\s*$")
 
 
-def keywords(waiting: bool, mutex: bool) -> List[Keyword]:
+def keywords(waiting: bool, mutex: bool, single: bool) -> List[Keyword]:
     return [
         k for k in ACQUIRE
-        if (waiting or not k.waiting_only) and (mutex or not k.mutex_only)
+        if (waiting or not k.waiting_only)
+        and (mutex or not k.mutex_only)
+        and (single or not k.single_only)
     ]
 
 
 def render(kind: str, flags: Dict[str, Optional[str]], indent: str, where: str) -> List[str]:
     waiting = "try" not in flags
-    kws = keywords(waiting, mutex="kinds" not in flags and "as" not in flags)
+    single = "many" not in flags
+    kws = keywords(waiting, mutex="kinds" not in flags and "as" not in flags, single=single)
     if kind == "params":
         lease = flags.get("lease")
-        if not lease:
+        if not lease and single:
             raise SystemExit(f"{where}: a params region needs lease=NAME")
         return [f"{indent}{k.name}: {k.py_type.format(lease=lease)} = {k.py_default},\n" for k in kws]
     if kind == "forward":
@@ -123,7 +132,7 @@ def render(kind: str, flags: Dict[str, Optional[str]], indent: str, where: str) 
         return [f"{indent}const CLIENT_KEYWORDS: &[&str] = &[\n", names, f"{indent}];\n"]
     if kind == "signature":
         args = ", ".join(f"{k.name}={k.rust_default}" for k in kws)
-        lead = "kind, name, ttl" if "as" in flags else "name, ttl"
+        lead = "kind, name, ttl" if "as" in flags else "name, ttl" if single else "names, ttl"
         return [f"{indent}#[pyo3(signature = ({lead}, *, {args}))]\n"]
     raise SystemExit(f"{where}: unknown region kind {kind!r}")
 

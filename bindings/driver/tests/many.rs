@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use fencelock::{Client, ClientOptions, Error, LockOptions, Topology};
+use fencelock::{Client, ClientOptions, Error, Lease, LockOptions, Topology};
 use fencelock_core::keys::hash_slot;
 use fencelock_testkit::harness_env;
 
@@ -19,6 +19,15 @@ fn secs(s: u64) -> Duration {
 fn names(what: &str, n: usize) -> Vec<String> {
     let base = unique(what);
     (0..n).map(|i| format!("{base}:{i}")).collect()
+}
+
+/// Two clients of `url`, the first holding `name` for `ttl`: where each
+/// contention test starts. Returns (holder, its lease, the other client).
+async fn held_elsewhere(url: &str, name: &str, ttl: Duration) -> (Client, Lease, Client) {
+    let holder = Client::connect(url).await.unwrap();
+    let client = Client::connect(url).await.unwrap();
+    let held = holder.acquire(name, &LockOptions::new(ttl)).await.unwrap();
+    (holder, held, client)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,13 +78,8 @@ async fn every_name_is_taken_in_one_round_trip_and_released_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_held_name_takes_nothing_and_leaves_nothing() {
     let (url, _server) = redis_url();
-    let holder = Client::connect(url.as_str()).await.unwrap();
-    let client = Client::connect(url.as_str()).await.unwrap();
     let names = names("many-held", 3);
-    let held = holder
-        .acquire(&names[1], &LockOptions::new(secs(10)))
-        .await
-        .unwrap();
+    let (_holder, held, client) = held_elsewhere(&url, &names[1], secs(10)).await;
     let tried = client
         .try_acquire_many(&names, &LockOptions::new(secs(10)))
         .await
@@ -103,13 +107,8 @@ async fn one_held_name_takes_nothing_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_group_is_woken_by_the_release() {
     let (url, _server) = redis_url();
-    let holder = Client::connect(url.as_str()).await.unwrap();
-    let client = Client::connect(url.as_str()).await.unwrap();
     let names = names("many-wait", 2);
-    let held = holder
-        .acquire(&names[0], &LockOptions::new(secs(30)))
-        .await
-        .unwrap();
+    let (_holder, held, client) = held_elsewhere(&url, &names[0], secs(30)).await;
     let waiting = {
         let (client, names) = (client.clone(), names.clone());
         tokio::spawn(async move {
@@ -139,13 +138,8 @@ async fn a_waiting_group_is_woken_by_the_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_acquire_leaves_nothing() {
     let (url, _server) = redis_url();
-    let holder = Client::connect(url.as_str()).await.unwrap();
-    let client = Client::connect(url.as_str()).await.unwrap();
     let names = names("many-cancel", 3);
-    let held = holder
-        .acquire(&names[2], &LockOptions::new(secs(30)))
-        .await
-        .unwrap();
+    let (holder, held, client) = held_elsewhere(&url, &names[2], secs(30)).await;
     let cancelled = tokio::time::timeout(
         Duration::from_millis(100),
         client.acquire_many(&names, &LockOptions::new(secs(10)).wait(secs(20))),

@@ -9,9 +9,11 @@ use napi_derive::napi;
 use tokio::sync::watch;
 
 use crate::completions::Queue;
+use fencelock::LockName;
+
 use crate::{
-    cancellable, lock_error, lock_options, name_arg, CancelHandle, NameArg, NativeClient,
-    NativeLease, OptionsArg, Result,
+    cancellable, claim_once, group_error, lock_options, name_arg, CancelHandle, NameArg,
+    NativeClient, NativeLease, OptionsArg, Result,
 };
 
 /// The leases of one `acquireMany`, in the order the names were given.
@@ -57,7 +59,7 @@ impl NativeLockGroup {
         self.calls.spawn(id, async move {
             fencelock::LockGroup::release_leases(leases.iter().map(|l| &**l))
                 .await
-                .map_err(lock_error)
+                .map_err(|e| group_error(e, leases.iter().map(|l| l.name())))
         });
     }
 }
@@ -79,15 +81,7 @@ impl NativeGroupGrant {
     /// grant (then every lease is released instead). Once.
     #[napi]
     pub fn claim(&self) -> Option<NativeLockGroup> {
-        let granted = self
-            .granted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()?;
-        if *self.cancel.borrow() {
-            drop(granted); // unclaimed: the driver releases it
-            return None;
-        }
+        let granted = claim_once(&self.granted, &self.cancel)?;
         let calls = Arc::clone(&self.calls);
         Some(NativeLockGroup::new(
             granted.claim(),
@@ -113,11 +107,12 @@ impl NativeClient {
         let options = lock_options(options)?;
         let cancel = cancel.map(|c| c.tx.subscribe());
         let is_buffer: Vec<bool> = names.iter().map(|n| n.is_buffer).collect();
-        let names = names.into_iter().map(|n| n.name).collect();
-        let acquiring = self.inner.acquire_many_named(names, &options, once);
+        let names: Vec<LockName> = names.into_iter().map(|n| n.name).collect();
+        let acquiring = self.inner.acquire_many_named(names.clone(), &options, once);
         let calls = Arc::clone(&self.calls);
         let grant = async move {
-            let granted = cancellable(cancel.clone(), acquiring).await?;
+            let to_error = |e| group_error(e, names.iter().map(LockName::as_bytes));
+            let granted = cancellable(cancel.clone(), acquiring, to_error).await?;
             Ok(granted.map(|granted| (granted, cancel, is_buffer, calls)))
         };
         self.calls.spawn_then(id, grant, |grant| {

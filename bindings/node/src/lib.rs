@@ -11,7 +11,9 @@
 //! `NOT_ACQUIRED`, `LOCK_LOST`, `REDIS`, `CLIENT_CLOSED` (the driver's `Error::code()`),
 //! `INVALID_ARGUMENT` (a value out of range: JS `RangeError`),
 //! `INVALID_TYPE` (a JS value of the wrong type: JS `TypeError`) or
-//! `ABORTED` (the acquire was cancelled through its `CancelHandle`).
+//! `ABORTED` (the acquire was cancelled through its `CancelHandle`). A
+//! call on several names adds which of them the error is about:
+//! `CODE[i]: text` (`group_error`).
 //!
 //! Asynchronous calls (`start*`) take a promise id from `node/calls.js` and
 //! return at once; their results reach JavaScript in batches
@@ -51,10 +53,31 @@ fn tagged(code: &str, message: impl std::fmt::Display) -> napi::Error {
 /// NotAcquired's reason into `err.reason`, a StaleFence's accepted fence
 /// into `err.accepted`).
 fn lock_error(error: fencelock::Error) -> napi::Error {
-    match error.detail() {
-        Some(detail) => tagged(&format!("{}({detail})", error.code()), error),
-        None => tagged(error.code(), error),
+    indexed_error(error, None)
+}
+
+/// The error of a call on several names (`acquireMany`, a group's
+/// release): `CODE(detail)[i]: message`, `i` the place among `names` of the
+/// name the error is about, so that errors.js gives the caller's own name
+/// back as `err.lockName` (only an index crosses: never bytes or a token).
+fn group_error<'a>(
+    error: fencelock::Error,
+    names: impl IntoIterator<Item = &'a [u8]>,
+) -> napi::Error {
+    let about = error.lock_name().map(LockName::as_bytes);
+    let index = about.and_then(|about| names.into_iter().position(|name| name == about));
+    indexed_error(error, index)
+}
+
+fn indexed_error(error: fencelock::Error, index: Option<usize>) -> napi::Error {
+    let mut tag = error.code().to_owned();
+    if let Some(detail) = error.detail() {
+        tag.push_str(&format!("({detail})"));
     }
+    if let Some(index) = index {
+        tag.push_str(&format!("[{index}]"));
+    }
+    tagged(&tag, error)
 }
 
 fn type_error(what: &str, expected: &str, got: &Unknown<'_>) -> napi::Error {
@@ -445,14 +468,27 @@ async fn cancelled(mut rx: watch::Receiver<bool>) {
 async fn cancellable<T>(
     cancel: Option<watch::Receiver<bool>>,
     fut: impl std::future::Future<Output = fencelock::Result<T>>,
+    to_error: impl FnOnce(fencelock::Error) -> napi::Error,
 ) -> Result<T> {
     match cancel {
-        None => fut.await.map_err(lock_error),
+        None => fut.await.map_err(to_error),
         Some(rx) => tokio::select! {
-            r = fut => r.map_err(lock_error),
+            r = fut => r.map_err(to_error),
             _ = cancelled(rx) => Err(tagged("ABORTED", "the operation was aborted")),
         },
     }
+}
+
+/// What a grant holds, taken by its one `claim()`: `None` if claimed
+/// already, or if the caller's signal aborted (then it is dropped here,
+/// unclaimed, and the driver releases what was granted).
+fn claim_once<T>(granted: &Mutex<Option<T>>, cancel: &watch::Receiver<bool>) -> Option<T> {
+    let granted = granted.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    if *cancel.borrow() {
+        drop(granted); // unclaimed: the driver releases it
+        return None;
+    }
+    Some(granted)
 }
 
 /// A lease won for a JS acquire with a signal, not yet taken by its
@@ -474,15 +510,7 @@ impl NativeGrant {
     /// then the lock is released instead. Once.
     #[napi]
     pub fn claim(&self) -> Option<NativeLease> {
-        let granted = self
-            .granted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()?;
-        if *self.cancel.borrow() {
-            drop(granted); // unclaimed: the driver releases it
-            return None;
-        }
+        let granted = claim_once(&self.granted, &self.cancel)?;
         Some(NativeLease {
             inner: Arc::new(granted.claim()),
             is_buffer: self.is_buffer,
@@ -542,7 +570,7 @@ impl NativeClient {
         let calls = Arc::clone(&self.calls);
         let is_buffer = name.is_buffer;
         let grant = async move {
-            let granted = cancellable(cancel.clone(), acquiring).await?;
+            let granted = cancellable(cancel.clone(), acquiring, lock_error).await?;
             Ok(granted.map(|granted| (granted, cancel, is_buffer, calls)))
         };
         self.calls.spawn_then(id, grant, |grant| {

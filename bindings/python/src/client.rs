@@ -408,7 +408,9 @@ impl Client {
 
     /// Acquire every one of `names`, all or nothing, waiting as `wait`
     /// allows: a `LockGroup` of mutex leases.
+    // <gen_stubs signature many>
     #[pyo3(signature = (names, ttl, *, wait=None, auto_renew=false, max_hold=None))]
+    // </gen_stubs>
     fn acquire_many(
         &self,
         py: Python<'_>,
@@ -425,7 +427,9 @@ impl Client {
 
     /// One attempt of `acquire_many`: the group, or `None` if any name is
     /// held by someone else (nothing of the group is held then).
+    // <gen_stubs signature many try>
     #[pyo3(signature = (names, ttl, *, auto_renew=false, max_hold=None))]
+    // </gen_stubs>
     fn try_acquire_many(
         &self,
         py: Python<'_>,
@@ -693,7 +697,9 @@ impl AsyncClient {
 
     /// An awaitable of a `GroupGrant` for `acquire_many` (claimed by the
     /// Python wrapper once its `await` returned).
+    // <gen_stubs signature many>
     #[pyo3(signature = (names, ttl, *, wait=None, auto_renew=false, max_hold=None))]
+    // </gen_stubs>
     fn _acquire_many<'py>(
         &self,
         py: Python<'py>,
@@ -707,7 +713,9 @@ impl AsyncClient {
         self.start_many(py, request, false)
     }
 
+    // <gen_stubs signature many try>
     #[pyo3(signature = (names, ttl, *, auto_renew=false, max_hold=None))]
+    // </gen_stubs>
     fn _try_acquire_many<'py>(
         &self,
         py: Python<'py>,

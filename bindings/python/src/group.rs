@@ -6,7 +6,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -21,6 +20,19 @@ fn driver_leases<'a>(
     cores: impl Iterator<Item = &'a LeaseCore>,
 ) -> PyResult<Vec<Arc<fencelock::Lease>>> {
     cores.map(LeaseCore::check_process).collect()
+}
+
+fn any_lost<'a>(mut cores: impl Iterator<Item = &'a LeaseCore>) -> bool {
+    cores.any(|core| core.lease().lost())
+}
+
+/// `<fencelock.{class} [lease, ...]>`, each lease by its own repr.
+fn group_repr<T: pyo3::PyClass>(py: Python<'_>, class: &str, leases: &[Py<T>]) -> PyResult<String> {
+    let leases: Vec<String> = leases
+        .iter()
+        .map(|l| Ok(l.bind(py).as_any().repr()?.to_string()))
+        .collect::<PyResult<_>>()?;
+    Ok(format!("<fencelock.{class} [{}]>", leases.join(", ")))
 }
 
 async fn release_all(leases: Vec<Arc<fencelock::Lease>>) -> Result<(), fencelock::Error> {
@@ -57,10 +69,8 @@ impl LockGroup {
 
     /// Whether any lease of the group is lost.
     #[getter]
-    fn lost(&self, py: Python<'_>) -> bool {
-        self.leases
-            .iter()
-            .any(|l| l.bind(py).get().core.lease().lost())
+    fn lost(&self) -> bool {
+        any_lost(self.leases.iter().map(|l| &l.get().core))
     }
 
     /// Release every lease; `LockLost` if one was lost (the others are
@@ -76,12 +86,7 @@ impl LockGroup {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let leases: Vec<String> = self
-            .leases
-            .iter()
-            .map(|l| Ok(l.bind(py).repr()?.to_string()))
-            .collect::<PyResult<_>>()?;
-        Ok(format!("<fencelock.LockGroup [{}]>", leases.join(", ")))
+        group_repr(py, "LockGroup", &self.leases)
     }
 }
 
@@ -101,10 +106,8 @@ impl AsyncLockGroup {
     }
 
     #[getter]
-    fn lost(&self, py: Python<'_>) -> bool {
-        self.leases
-            .iter()
-            .any(|l| l.bind(py).get().core.lease().lost())
+    fn lost(&self) -> bool {
+        any_lost(self.leases.iter().map(|l| &l.get().core))
     }
 
     /// An awaitable: release every lease (`LockLost` as `LockGroup.release`).
@@ -120,15 +123,7 @@ impl AsyncLockGroup {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let leases: Vec<String> = self
-            .leases
-            .iter()
-            .map(|l| Ok(l.bind(py).repr()?.to_string()))
-            .collect::<PyResult<_>>()?;
-        Ok(format!(
-            "<fencelock.AsyncLockGroup [{}]>",
-            leases.join(", ")
-        ))
+        group_repr(py, "AsyncLockGroup", &self.leases)
     }
 }
 
@@ -157,13 +152,7 @@ impl GroupGrant {
 impl GroupGrant {
     /// The caller has the group now: the `AsyncLockGroup`.
     fn _claim(&self, py: Python<'_>) -> PyResult<AsyncLockGroup> {
-        let granted = self
-            .granted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .and_then(ProcessLocal::into_inner)
-            .ok_or_else(|| PyRuntimeError::new_err("this group was claimed already"))?;
+        let granted = lease::take_granted(&self.granted, "group")?;
         let leases = granted
             .claim()
             .into_leases()

@@ -379,18 +379,23 @@ impl Grant {
     }
 }
 
+/// What a grant (`Grant`, `GroupGrant`) holds, taken by its one `_claim()`
+/// in the process that won it (a forked child's copy is never claimed).
+pub(crate) fn take_granted<T>(granted: &Mutex<Option<ProcessLocal<T>>>, what: &str) -> PyResult<T> {
+    granted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .and_then(ProcessLocal::into_inner)
+        .ok_or_else(|| PyRuntimeError::new_err(format!("this {what} was claimed already")))
+}
+
 #[pymethods]
 impl Grant {
     /// The caller has the lease now: the `AsyncLease`, with `on_lost`
     /// registered before anyone can see it.
     fn _claim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, AsyncLease>> {
-        let granted = self
-            .granted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .and_then(ProcessLocal::into_inner)
-            .ok_or_else(|| PyRuntimeError::new_err("this lease was claimed already"))?;
+        let granted = take_granted(&self.granted, "lease")?;
         let core = LeaseCore::new(granted.claim(), self.name.clone());
         let event_loop = self.event_loop.clone_ref(py);
         let lease = Bound::new(py, AsyncLease { core, event_loop })?;
