@@ -189,9 +189,23 @@ def measure_memory(a, lang: str, impls: list[str]) -> list[dict]:
     return out
 
 
+def script_text(name: str) -> bytes:
+    """The script's text as core/src/scripts.rs builds it: its `script!` line
+    names the prelude fragments prepended to the body."""
+    with open(os.path.join(SCRIPTS, "..", "scripts.rs")) as f:
+        m = re.search(r'script!\(\[([^\]]*)\],\s*"' + re.escape(name) + r'"\)', f.read())
+    if not m:
+        raise RuntimeError(f"no script!(..., \"{name}\") in core/src/scripts.rs")
+    parts = [os.path.join("prelude", p + ".lua") for p in re.findall(r'"(\w+)"', m.group(1))]
+    text = b""
+    for part in parts + [name + ".lua"]:
+        with open(os.path.join(SCRIPTS, part), "rb") as f:
+            text += f.read()
+    return text
+
+
 def script_sha(name: str) -> str:
-    with open(os.path.join(SCRIPTS, name + ".lua"), "rb") as f:
-        return hashlib.sha1(f.read()).hexdigest()
+    return hashlib.sha1(script_text(name)).hexdigest()
 
 
 QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -219,8 +233,7 @@ def measure_write_back(a, lang: str, kind: str, log_dir: str) -> dict | None:
     for host, port in nodes:
         r = redis.Redis(host=host, port=port)
         for name in ("acquire", "release", "raise_fence"):
-            with open(os.path.join(SCRIPTS, name + ".lua"), "rb") as f:
-                r.script_load(f.read())
+            r.script_load(script_text(name))
         r.close()
     tag = f"{lang}-{kind.replace(':', '-')}"
     mons, files = [], []
@@ -483,7 +496,7 @@ def write_results(a, agg, mem, rb, records, path, took, loads, wb=()):
 
     primitives_section(w, agg)
 
-    w("## Targets (issue 7)\n")
+    w("## Targets\n")
     w("| target | measured | verdict |")
     w("| --- | --- | --- |")
     for name, measured, ok in targets(agg, mem, rb_floor):

@@ -1,6 +1,20 @@
 //! The Lua scripts, their SHA1s (for EVALSHA), and how to read their replies.
 //! The `.lua` files are the source of truth; a unit test pins the SHA1s.
 
+/// A script's text: the helper fragments it uses (`scripts/prelude/*.lua`:
+/// fence decimals, the fence counter, sorted sets scored by expiry), in
+/// order, then its body (`scripts/NAME.lua`). Concatenated at compile time,
+/// so the text stays `'static` and every script stands alone for EVALSHA;
+/// the bindings, the wasm build and bench/bench.py get this same text.
+macro_rules! script {
+    ([$($prelude:literal),*], $body:literal) => {
+        concat!(
+            $(include_str!(concat!("scripts/prelude/", $prelude, ".lua")),)*
+            include_str!(concat!("scripts/", $body, ".lua"))
+        )
+    };
+}
+
 /// One of fencelock's server-side scripts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Script {
@@ -177,48 +191,48 @@ impl Script {
 
     pub const fn source(self) -> &'static str {
         match self {
-            Script::Acquire => include_str!("scripts/acquire.lua"),
-            Script::Release => include_str!("scripts/release.lua"),
-            Script::Extend => include_str!("scripts/extend.lua"),
-            Script::RaiseFence => include_str!("scripts/raise_fence.lua"),
-            Script::Reclaim => include_str!("scripts/reclaim.lua"),
-            Script::Inspect => include_str!("scripts/inspect.lua"),
-            Script::ForceRelease => include_str!("scripts/force_release.lua"),
-            Script::FencedSet => include_str!("scripts/fenced_set.lua"),
-            Script::FairAcquire => include_str!("scripts/fair_acquire.lua"),
-            Script::ReadAcquire => include_str!("scripts/read_acquire.lua"),
-            Script::HoldersExtend => include_str!("scripts/holders_extend.lua"),
-            Script::HoldersRelease => include_str!("scripts/holders_release.lua"),
-            Script::HoldersReclaim => include_str!("scripts/holders_reclaim.lua"),
-            Script::HoldersInspect => include_str!("scripts/holders_inspect.lua"),
-            Script::FairMutexAcquire => include_str!("scripts/fair_mutex_acquire.lua"),
-            Script::FairMutexRelease => include_str!("scripts/fair_mutex_release.lua"),
-            Script::Handoff => include_str!("scripts/handoff.lua"),
-            Script::AcquireMany => include_str!("scripts/acquire_many.lua"),
+            Script::Acquire => script!(["decimal", "fence"], "acquire"),
+            Script::Release => script!([], "release"),
+            Script::Extend => script!([], "extend"),
+            Script::RaiseFence => script!(["decimal"], "raise_fence"),
+            Script::Reclaim => script!(["decimal", "fence"], "reclaim"),
+            Script::Inspect => script!([], "inspect"),
+            Script::ForceRelease => script!(["decimal", "fence"], "force_release"),
+            Script::FencedSet => script!(["decimal"], "fenced_set"),
+            Script::FairAcquire => script!(["decimal", "fence", "line"], "fair_acquire"),
+            Script::ReadAcquire => script!(["decimal", "fence", "line"], "read_acquire"),
+            Script::HoldersExtend => script!(["line"], "holders_extend"),
+            Script::HoldersRelease => script!([], "holders_release"),
+            Script::HoldersReclaim => script!(["decimal", "fence", "line"], "holders_reclaim"),
+            Script::HoldersInspect => script!([], "holders_inspect"),
+            Script::FairMutexAcquire => script!(["decimal", "fence", "line"], "fair_mutex_acquire"),
+            Script::FairMutexRelease => script!(["line"], "fair_mutex_release"),
+            Script::Handoff => script!(["decimal", "fence"], "handoff"),
+            Script::AcquireMany => script!(["decimal", "fence"], "acquire_many"),
         }
     }
 
     /// Lowercase hex SHA1 of [`Script::source`], as `EVALSHA` wants it.
     pub const fn sha1(self) -> &'static str {
         match self {
-            Script::Acquire => "146bbf52a7402f649661cdd371eaa0d4898e6ede",
+            Script::Acquire => "b5404e7f14b535e1e8bb054b1de77596f3ad81db",
             Script::Release => "c74c81f94ecc5a418410838b8a6cef2847604980",
             Script::Extend => "a17cd7d2bbb874e4b1fc1f6d082af8c7d278ac60",
-            Script::RaiseFence => "e2c72c567fae89a791079441727c4613fbb19faa",
-            Script::Reclaim => "fa98b1469ec3dc68944dedd86f3e372a9b55f80a",
+            Script::RaiseFence => "48f373cae92f6f175dff67717d83981ac9e41749",
+            Script::Reclaim => "1a6b14ef488e10715b74f8bcd279d8e59e3843d0",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
-            Script::ForceRelease => "0fe185decfd2345699a4c50cedb1f89c936137ec",
-            Script::FencedSet => "7bc023d47d4a96c3b02875c81149a2c48da384d1",
-            Script::FairAcquire => "be4e42e3d76f3e03761921b0c1ad367e77ad478a",
-            Script::ReadAcquire => "af6686c2a913508e768f43d94561e3cbff03fcb1",
-            Script::HoldersExtend => "bbc787cce5b22f9e7e4bc6f35179a2c9fee74809",
+            Script::ForceRelease => "b8d00160821a991082b4acc6953f2792103d74f9",
+            Script::FencedSet => "f8308e81f6093a6af37606f001f43d33a102e094",
+            Script::FairAcquire => "a495bce0325811dc13753dd8c41a4a55a44f92cf",
+            Script::ReadAcquire => "af34f9734e92d304993d429468090fc21f9cc743",
+            Script::HoldersExtend => "003651b78b6a754279292fa78105c4dccd9a1bc7",
             Script::HoldersRelease => "f8ab794a46bec92ec8ef6bfb815e891ddaee4848",
-            Script::HoldersReclaim => "4cbb6b918570acc897fc4c166b5dd31df5fcf417",
+            Script::HoldersReclaim => "74a546d41b15567525a0c54c008930e94478534c",
             Script::HoldersInspect => "46696e7c32e67137d3ac5cd45358d911d5a0c074",
-            Script::FairMutexAcquire => "60086ee1675cfd0f3ba5e1d6dc67e4fa29de3e15",
-            Script::FairMutexRelease => "68ecf64377ce9df0624c5c2af9ab32a45b3ac6dc",
-            Script::Handoff => "0234b10e32879a78630be3d83dd8c413c5dfd284",
-            Script::AcquireMany => "1635590f9010ff1b5c399b3300f8ae971c5a44e1",
+            Script::FairMutexAcquire => "00efe6651ac5bcf4a771b5033eebbb1751e6511c",
+            Script::FairMutexRelease => "796d40c422ffa68e022dba47485f432c352d94b0",
+            Script::Handoff => "1531a40ed731e47c8d30cfa681335e3462da663b",
+            Script::AcquireMany => "815f9caf91583ce7b1550398c20de3f9fff86377",
         }
     }
 }

@@ -7,24 +7,7 @@
 -- by someone else and has the longest remaining PTTL among the held ones
 -- (-1: a key without expiry, the longest).
 --
--- Fence rule and helpers as in acquire.lua: max(stored + 1, server ms *
--- 1024), decimals as (high, low) halves so every number stays exact.
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
-end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-local function joined(a)
-  if a[1] == 0 then
-    return string.format('%.0f', a[2])
-  end
-  return string.format('%.0f%010.0f', a[1], a[2])
-end
+-- Fence rule and helpers as in acquire.lua (prelude/fence.lua).
 local n = #KEYS / 2
 -- First look only: a lock held by someone else leaves everything as it was.
 -- GET fails with WRONGTYPE when a lock key is not a string, before any write.
@@ -43,30 +26,13 @@ if at > 0 then
 end
 -- Every next fence is computed before anything is written: a counter we
 -- cannot read or increment refuses the whole set.
-local t = redis.call('TIME')
--- Exact: below 2^53 until the year 2248.
-local now = split(string.format('%.0f', (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1024))
+local now = server_ms()
 local fences = {}
 for i = 1, n do
-  local stored = redis.pcall('GET', KEYS[2 * i])
-  local next = nil
-  if stored then
-    if type(stored) == 'string' and string.match(stored, '^%d+$') and #stored <= 20 then
-      next = split(stored)
-      next[2] = next[2] + 1
-      if next[2] == 1e10 then
-        next = {next[1] + 1, 0}
-      end
-    end
-    -- u64::MAX is 1844674407 3709551615.
-    if not next or less({1844674407, 3709551615}, next) then
-      return redis.error_reply('ERR fence counter is not an integer below 2^64-1')
-    end
+  fences[i] = next_fence(KEYS[2 * i], now)
+  if not fences[i] then
+    return unreadable_counter()
   end
-  if not next or less(next, now) then
-    next = now
-  end
-  fences[i] = joined(next)
 end
 local reply = {1}
 for i = 1, n do

@@ -15,79 +15,29 @@
 -- when the permits free now cover everyone ahead of it in the line and
 -- itself; otherwise it takes (or keeps, refreshed) its place. Expired
 -- holders and waiters are pruned first, so a crashed one blocks nobody past
--- its expiry. The fence is acquire.lua's hybrid logical clock,
--- max(stored + 1, server ms * 1024), with the same exact (high, low)
--- decimal helpers: every script is self-contained for EVALSHA.
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
-end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-local function joined(a)
-  if a[1] == 0 then
-    return string.format('%.0f', a[2])
-  end
-  return string.format('%.0f%010.0f', a[1], a[2])
-end
+-- its expiry. The fence is acquire.lua's hybrid logical clock; it and the
+-- sorted-set helpers come from prelude/*.lua, prepended to this text
+-- (scripts.rs): the whole stands alone for EVALSHA.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local token, ttl, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
--- A set lives as long as its last entry.
-local function keep(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then
-    redis.call('PEXPIRE', key, math.max(tonumber(last[2]) - now, 1))
-  end
-end
-local function first_expiry(key)
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if first[2] then
-    return math.max(tonumber(first[2]) - now, 1)
-  end
-  return 1
-end
 -- ZREMRANGEBYSCORE fails with WRONGTYPE before anything is written.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for i = 1, #gone do
-  redis.call('ZREM', KEYS[2], gone[i])
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+prune_line(KEYS[2], KEYS[3], now)
 local blockers = 0
 if KEYS[5] then
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
   blockers = redis.call('ZCARD', KEYS[5])
 end
 local function grant()
-  local stored = redis.pcall('GET', KEYS[4])
-  local next = nil
-  if stored then
-    if type(stored) == 'string' and string.match(stored, '^%d+$') and #stored <= 20 then
-      next = split(stored)
-      next[2] = next[2] + 1
-      if next[2] == 1e10 then
-        next = {next[1] + 1, 0}
-      end
-    end
-    -- u64::MAX is 1844674407 3709551615.
-    if not next or less({1844674407, 3709551615}, next) then
-      return redis.error_reply('ERR fence counter is not an integer below 2^64-1')
-    end
+  local fence = next_fence(KEYS[4], now)
+  if not fence then
+    return unreadable_counter()
   end
-  local clock = split(string.format('%.0f', now * 1024))
-  if not next or less(next, clock) then
-    next = clock
-  end
-  local fence = joined(next)
   redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), token)
   redis.call('ZREM', KEYS[2], token)
   redis.call('ZREM', KEYS[3], token)
-  keep(KEYS[1])
+  keep(KEYS[1], now)
   redis.call('SET', KEYS[4], fence, 'PX', math.max(redis.call('PTTL', KEYS[4]), tonumber(ARGV[3])))
   return {1, fence}
 end
@@ -108,16 +58,16 @@ if tonumber(ARGV[5]) > 0 then
     redis.call('ZADD', KEYS[2], string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])), token)
   end
   redis.call('ZADD', KEYS[3], string.format('%.0f', now + tonumber(ARGV[5])), token)
-  keep(KEYS[3])
+  keep(KEYS[3], now)
   -- The line's order lives as long as its expiries.
   redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[3]))
 end
 if held >= permits then
   -- Every permit is taken: the first one expires then (a release wakes us sooner).
-  return {0, first_expiry(KEYS[1])}
+  return {0, first_expiry(KEYS[1], now)}
 end
 if blockers > 0 then
-  return {0, first_expiry(KEYS[5])}
+  return {0, first_expiry(KEYS[5], now)}
 end
 -- A permit is free but goes to a waiter ahead: it takes it or leaves the line.
-return {0, first_expiry(KEYS[3])}
+return {0, first_expiry(KEYS[3], now)}

@@ -22,11 +22,7 @@ if KEYS[4] and held + queued > 0 then
   -- Expired places go first, as fair_mutex_acquire.lua prunes them.
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-  for i = 1, #gone do
-    redis.call('ZREM', KEYS[2], gone[i])
-  end
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  prune_line(KEYS[2], KEYS[3], now)
   local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   local message = first and redis.sha1hex(first) or '1'
   local published = redis.pcall(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', KEYS[4], message)

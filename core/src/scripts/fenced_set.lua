@@ -6,20 +6,8 @@
 -- same holder writing again): sets the field and records the fence, in one
 -- HSET. Returns {1, fence} when applied, {0, last accepted fence} when refused
 -- (fences as decimal strings: Lua numbers are doubles). Decimals are compared
--- as (high, low) halves of at most 10 digits, as in acquire.lua: exact.
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
-end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-local function decimal(s)
-  return type(s) == 'string' and string.match(s, '^%d+$') and #s <= 20
-end
+-- as (high, low) halves of at most 10 digits (prelude/decimal.lua, prepended
+-- to this text by scripts.rs): exact.
 if not decimal(ARGV[2]) then
   return redis.error_reply('ERR fence must be a decimal u64')
 end

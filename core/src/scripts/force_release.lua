@@ -7,44 +7,14 @@
 -- fence key then lives for the old holder's remaining TTL plus the grace.
 -- Returns {1 if a holder was removed else 0, the new fence as a decimal
 -- string}. Nothing changes when the counter is unreadable (an error reply).
--- The exact (high, low) decimal helpers are acquire.lua's: every script is
--- self-contained, so EVALSHA needs nothing else loaded.
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
+-- The fence helpers come from prelude/*.lua, prepended to this text
+-- (scripts.rs): the whole stands alone for EVALSHA.
+-- GET, not pcall: a fence key of another type fails the script as it is.
+local ok, next = successor(redis.call('GET', KEYS[2]))
+if not ok then
+  return unreadable_counter()
 end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-local function joined(a)
-  if a[1] == 0 then
-    return string.format('%.0f', a[2])
-  end
-  return string.format('%.0f%010.0f', a[1], a[2])
-end
-local stored = redis.call('GET', KEYS[2])
-local next = nil
-if stored then
-  if string.match(stored, '^%d+$') and #stored <= 20 then
-    next = split(stored)
-    next[2] = next[2] + 1
-    if next[2] == 1e10 then
-      next = {next[1] + 1, 0}
-    end
-  end
-  if not next or less({1844674407, 3709551615}, next) then
-    return redis.error_reply('ERR fence counter is not an integer below 2^64-1')
-  end
-end
-local t = redis.call('TIME')
-local now = split(string.format('%.0f', (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1024))
-if not next or less(next, now) then
-  next = now
-end
-local fence = joined(next)
+local fence = fence_at(next, server_ms())
 local pttl = redis.call('PTTL', KEYS[1])
 local held = 0
 if pttl ~= -2 then

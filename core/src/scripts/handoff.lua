@@ -16,47 +16,9 @@
 -- Returns {1, fence} handed over (fence a decimal string), {2, 1} released
 -- and waiters woken, {2, 0} released but the PUBLISH was refused (an ACL
 -- user without channel rights), {0, pttl} not ours: nothing changed.
--- The exact (high, low) decimal helpers are acquire.lua's: every script is
--- self-contained, so EVALSHA needs nothing else loaded.
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
-end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-local function joined(a)
-  if a[1] == 0 then
-    return string.format('%.0f', a[2])
-  end
-  return string.format('%.0f%010.0f', a[1], a[2])
-end
--- The fence acquire.lua would issue now, or nil if the counter is unreadable.
-local function next_fence()
-  local stored = redis.pcall('GET', KEYS[2])
-  local next = nil
-  if stored then
-    if type(stored) == 'string' and string.match(stored, '^%d+$') and #stored <= 20 then
-      next = split(stored)
-      next[2] = next[2] + 1
-      if next[2] == 1e10 then
-        next = {next[1] + 1, 0}
-      end
-    end
-    if not next or less({1844674407, 3709551615}, next) then
-      return nil
-    end
-  end
-  local t = redis.call('TIME')
-  local now = split(string.format('%.0f', (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1024))
-  if not next or less(next, now) then
-    next = now
-  end
-  return joined(next)
-end
+-- The fence helpers (next_fence: the fence acquire.lua would issue now)
+-- come from prelude/*.lua, prepended to this text (scripts.rs): the whole
+-- stands alone for EVALSHA.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0, redis.call('PTTL', KEYS[1])}
 end
@@ -64,7 +26,7 @@ local sharded = ARGV[5] == 'SPUBLISH'
 local listeners = redis.pcall('PUBSUB', sharded and 'SHARDNUMSUB' or 'NUMSUB', KEYS[3])
 local fence = nil
 if type(listeners) == 'table' and not listeners.err and listeners[2] == 0 then
-  fence = next_fence()
+  fence = next_fence(KEYS[2])
 end
 if fence then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])

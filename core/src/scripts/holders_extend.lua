@@ -14,8 +14,7 @@ if tonumber(expiry) <= now then
   return 0
 end
 redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.max(tonumber(last[2]) - now, 1))
+keep(KEYS[1], now)
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then
   redis.pcall('PEXPIRE', KEYS[2], ARGV[3])
 end

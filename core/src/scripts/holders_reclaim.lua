@@ -7,17 +7,8 @@
 -- on a node that lost it, unless that would exceed the permits or meet the
 -- other side (a writer where readers hold, a reader where a writer does),
 -- and raises the node's fence counter to the lease's (set-if-greater).
--- Returns 1 if the node now holds our entry, else 0.
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
-end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
+-- Returns 1 if the node now holds our entry, else 0. The helpers come from
+-- prelude/*.lua, prepended to this text (scripts.rs).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -34,13 +25,6 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   end
 end
 redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', KEYS[1], math.max(tonumber(last[2]) - now, 1))
-local current = redis.pcall('GET', KEYS[2])
-if current == false or (type(current) == 'string' and string.match(current, '^%d+$')
-    and #current <= 20 and less(split(current), split(ARGV[3]))) then
-  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-else
-  redis.pcall('PEXPIRE', KEYS[2], ARGV[4])
-end
+keep(KEYS[1], now)
+raise_to(KEYS[2], ARGV[3], ARGV[4])
 return 1

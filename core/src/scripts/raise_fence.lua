@@ -1,20 +1,8 @@
 -- KEYS[1] fence key; ARGV[1] fence (decimal u64), ARGV[2] fence key ttl ms.
 -- Set-if-greater, so a Redlock fence is held by a majority before use.
 -- Returns the counter afterwards as a decimal string. Exact: decimals are
--- compared as (high, low) halves of at most 10 digits (as in acquire.lua).
-local function split(s)
-  local n = #s
-  if n <= 10 then
-    return {0, tonumber(s)}
-  end
-  return {tonumber(string.sub(s, 1, n - 10)), tonumber(string.sub(s, n - 9))}
-end
-local function less(a, b)
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-local function decimal(s)
-  return type(s) == 'string' and string.match(s, '^%d+$') and #s <= 20
-end
+-- compared as (high, low) halves of at most 10 digits (prelude/decimal.lua,
+-- prepended to this text by scripts.rs).
 if not decimal(ARGV[1]) then
   return redis.error_reply('ERR fence must be a decimal u64')
 end
