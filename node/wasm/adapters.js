@@ -14,7 +14,10 @@
 //   isServerError(err) -> boolean   the server answered with an error (as
 //                                   opposed to a connection failure/timeout)
 //   subscribe(channel, onMessage) -> Promise<void>   on a SEPARATE
-//                                   connection; resolves once confirmed
+//                                   connection; resolves once confirmed;
+//                                   onMessage(message) with each message
+//                                   (a Buffer or string; none wakes every
+//                                   waiter, so a fair release can't target)
 //   unsubscribe(channel) -> Promise<void>
 //   close() -> Promise<void>        closes only what the adapter opened
 //
@@ -52,7 +55,7 @@ function ioredis(client) {
   const subscriber = () => {
     if (sub === null) {
       sub = client.duplicate()
-      sub.on('messageBuffer', (channel) => listeners.get(channel.toString('latin1'))?.())
+      sub.on('messageBuffer', (channel, message) => listeners.get(channel.toString('latin1'))?.(message))
       // Errors reconnect by themselves; without a listener they would crash the process.
       sub.on('error', () => {})
     }
@@ -127,7 +130,7 @@ function nodeRedis(client) {
     async subscribe(channel, onMessage) {
       const text = channel.toString()
       if (!Buffer.from(text).equals(channel)) return
-      const listener = () => onMessage()
+      const listener = (message) => onMessage(message) // a Buffer: bufferMode
       listeners.set(text, listener)
       await (await subscriber()).subscribe(text, listener, true)
     },

@@ -455,9 +455,10 @@ class Actor {
     const lock = this.#lock
     switch (event.type) {
       case 'subscribe':
-        this.#subscription = this.#client.notifier.subscribe(buffer(lock.channel), () => {
+        this.#subscription = this.#client.notifier.subscribe(buffer(lock.channel), (message) => {
           if (this.#lock.state !== 'acquiring') return
-          this.#lock.handleWakeup(now())
+          if (message === undefined) this.#lock.handleWakeup(now())
+          else this.#lock.handleMessage(now(), message)
           this.#pump()
         })
         break

@@ -44,7 +44,7 @@ export interface RedisAdapter {
   /** True if the server answered with an error (not a connection failure or timeout). */
   isServerError(err: unknown): boolean
   /** SUBSCRIBE on a separate connection; resolves once the server confirmed. */
-  subscribe(channel: Buffer, onMessage: () => void): Promise<void>
+  subscribe(channel: Buffer, onMessage: (message?: Buffer | string) => void): Promise<void>
   unsubscribe(channel: Buffer): Promise<void>
   /** Close what the adapter opened (its subscriber connection), never the app's client. */
   close(): Promise<void>

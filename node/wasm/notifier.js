@@ -1,11 +1,14 @@
 'use strict'
+const { Buffer } = require('node:buffer')
 // Release notifications for one client: one SUBSCRIBE per channel per node on
 // each adapter's separate subscriber connection, shared by every waiting
 // acquire of that channel (refcounted, the Rust driver's notify.rs rules).
 //
 // A waiter is woken (a) once every node confirmed (or failed) its
 // subscription, so the core re-checks the lock and no release published
-// before that moment is missed, and (b) on every release message.
+// before that moment is missed: `wake()`; and (b) on every release message:
+// `wake(message)`, the message's bytes, for the core to read (a fair mutex's
+// release names the one waiter it is for).
 
 class Notifier {
   #adapters
@@ -16,7 +19,7 @@ class Notifier {
     this.#tables = adapters.map(() => new Map())
   }
 
-  /** Calls `wake()` as described above until the returned `close()`. */
+  /** Calls `wake()` / `wake(message)` as described above until the returned `close()`. */
   subscribe(channel, wake) {
     const key = channel.toString('latin1')
     const waiter = { wake, pending: this.#adapters.length, closed: false }
@@ -30,8 +33,10 @@ class Notifier {
       if (entry === undefined) {
         entry = { waiters: new Set(), state: 'pending' }
         table.set(key, entry)
-        const onMessage = () => {
-          for (const w of entry.waiters) w.wake()
+        // An adapter that passes no message wakes everyone, as '1' does.
+        const onMessage = (message) => {
+          const bytes = typeof message === 'string' ? Buffer.from(message) : message instanceof Uint8Array ? message : Buffer.from('1')
+          for (const w of entry.waiters) w.wake(bytes)
         }
         adapter.subscribe(channel, onMessage).then(
           () => settle(entry, 'active'),

@@ -761,9 +761,17 @@ impl WasmLock {
         self.input(now, id, Reply::Unknown(message));
     }
 
+    /// Look at the lock again (the subscription is active, or was made anew).
     #[wasm_bindgen(js_name = handleWakeup)]
     pub fn handle_wakeup(&mut self, now: f64) {
         self.lock.handle_wakeup(instant(now));
+    }
+
+    /// A release message's bytes as they came: the core decides whether it
+    /// is for this waiter (a fair mutex's release names one by wake id).
+    #[wasm_bindgen(js_name = handleMessage)]
+    pub fn handle_message(&mut self, now: f64, message: &[u8]) {
+        self.lock.handle_message(instant(now), message);
     }
 
     #[wasm_bindgen(js_name = handleTimeout)]
