@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
