@@ -73,6 +73,36 @@ function promised(start) {
   }
 }
 
+// The keys of an acquire's options (bindings/node/src/lib.rs, LOCK_OPTIONS).
+const LOCK_KEYS = new Set(['ttl', 'wait', 'autoRenew', 'maxHold', 'fair', 'signal'])
+
+/**
+ * An acquire's options with their values passed as arguments
+ * (`startAcquireFields`) when they are an object whose every enumerable key
+ * is known (for-in sees what the addon's key check sees): five napi
+ * arguments instead of a property lookup per key. Anything else goes to
+ * `startAcquire` / `startTryAcquire`, which check the object and report
+ * what is wrong with it.
+ */
+function acquireWith(start, once) {
+  return function (id, name, options, cancel, kind) {
+    if (options !== null && typeof options === 'object') {
+      let known = true
+      for (const key in options) {
+        if (!LOCK_KEYS.has(key)) {
+          known = false
+          break
+        }
+      }
+      if (known) {
+        const { ttl, wait, autoRenew, maxHold, fair } = options
+        return this.startAcquireFields(id, name, ttl, wait, autoRenew, maxHold, fair, cancel, kind, once)
+      }
+    }
+    return start.call(this, id, name, options, cancel, kind)
+  }
+}
+
 /** The addon's classes, given promise-returning methods over its `start*` calls. */
 function install(native) {
   completions = new native.Completions(drain)
@@ -88,7 +118,10 @@ function install(native) {
     [NativeLockWatch, ['next']],
   ]) {
     for (const method of methods) {
-      const start = cls.prototype[`start${method[0].toUpperCase()}${method.slice(1)}`]
+      let start = cls.prototype[`start${method[0].toUpperCase()}${method.slice(1)}`]
+      if (cls === NativeClient && (method === 'acquire' || method === 'tryAcquire')) {
+        start = acquireWith(start, method === 'tryAcquire')
+      }
       Object.defineProperty(cls.prototype, method, { value: promised(start), writable: true, configurable: true })
     }
   }

@@ -128,7 +128,16 @@ class Lease {
 
   /** Release; LockLostError if it was lost; a second call is a no-op. */
   release() {
-    return call(() => this.#native.release(), this.#name)
+    // As call(), without its async frame: release is half of every cycle.
+    const name = this.#name
+    const toError = (err) => {
+      throw fromNative(err, name)
+    }
+    try {
+      return Promise.resolve(this.#native.release()).then(undefined, toError)
+    } catch (err) {
+      return Promise.reject(fromNative(err, name))
+    }
   }
 
   /** Ask Redis whether this lease still holds the lock (read-only). */
@@ -374,8 +383,32 @@ class Client {
     return this.#inspect(name, kind)
   }
 
-  async #acquire(method, name, options, kind) {
-    checkName(name)
+  #acquire(method, name, options, kind) {
+    let signal
+    try {
+      checkName(name)
+      signal = signalOf(options)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    if (signal !== undefined) return this.#acquireSignalled(method, name, options, kind)
+    // No signal (the usual call): the backend's promise, mapped once, with
+    // no async frames in between (each was a promise and a microtask more).
+    let started
+    try {
+      started = this.#native[method](name, options, undefined, kind)
+    } catch (err) {
+      return Promise.reject(fromNative(err, name))
+    }
+    return started.then(
+      (handle) => (handle == null ? null : new Lease(kCreate, handle, name)),
+      (err) => {
+        throw fromNative(err, name)
+      },
+    )
+  }
+
+  async #acquireSignalled(method, name, options, kind) {
     const handle = await this.#start(
       options,
       (cancel) => this.#native[method](name, options, cancel, kind),

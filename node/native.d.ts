@@ -54,6 +54,12 @@ export declare class NativeClient {
    */
   startTryAcquire(id: number, name: NameArg, options: OptionsArg, cancel?: CancelHandle | undefined | null, kind?: Kind | undefined | null): void
   /**
+   * [`NativeClient::start_acquire`] (or, `once`, the try) with the
+   * options' values as arguments: `calls.js` reads them from a plain
+   * object whose keys are all known, in the order `lock_options` does.
+   */
+  startAcquireFields(id: number, name: NameArg, ttl: NumberArg, wait: NumberArg, autoRenew: BoolArg, maxHold: NumberArg, fair: BoolArg, cancel: CancelHandle | undefined | null, kind: Kind | undefined | null, once: boolean): void
+  /**
    * Settles `id` with a [`group::NativeLockGroup`] of every one of
    * `names` (all or nothing) or, given a `cancel` handle, the group
    * grant to claim. `client.js` checks `names` is an array.

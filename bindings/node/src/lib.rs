@@ -226,31 +226,44 @@ fn lock_options(value: OptionsArg<'_>) -> Result<fencelock::LockOptions> {
         ));
     };
     known_keys("options", &object, LOCK_OPTIONS)?;
-    let Some(ttl) = ttl_arg("options.ttl", object.get::<NumberArg>("ttl")?.flatten())? else {
+    lock_fields(LockFields {
+        ttl: object.get::<NumberArg>("ttl")?.flatten(),
+        wait: object.get::<NumberArg>("wait")?.flatten(),
+        auto_renew: object.get::<BoolArg>("autoRenew")?.flatten(),
+        max_hold: object.get::<NumberArg>("maxHold")?.flatten(),
+        fair: object.get::<BoolArg>("fair")?.flatten(),
+    })
+}
+
+type BoolArg<'a> = Option<Either<bool, Unknown<'a>>>;
+
+/// The values of an acquire's options, as read from the object (by
+/// [`lock_options`], or by `calls.js` for a plain object: then they cross
+/// as arguments, a few napi calls instead of a property lookup each).
+struct LockFields<'a> {
+    ttl: NumberArg<'a>,
+    wait: NumberArg<'a>,
+    auto_renew: BoolArg<'a>,
+    max_hold: NumberArg<'a>,
+    fair: BoolArg<'a>,
+}
+
+fn lock_fields(fields: LockFields<'_>) -> Result<fencelock::LockOptions> {
+    let Some(ttl) = ttl_arg("options.ttl", fields.ttl)? else {
         return Err(tagged(
             "INVALID_TYPE",
             "options.ttl is required (a number of milliseconds)",
         ));
     };
-    let wait = wait_arg(object.get::<NumberArg>("wait")?.flatten())?;
-    let auto_renew = bool_arg(
-        "options.autoRenew",
-        object
-            .get::<Option<Either<bool, Unknown>>>("autoRenew")?
-            .flatten(),
-    )?;
+    let wait = wait_arg(fields.wait)?;
+    let auto_renew = bool_arg("options.autoRenew", fields.auto_renew)?;
     let max_hold = number_arg(
         "options.maxHold",
         MILLIS,
-        object.get::<NumberArg>("maxHold")?.flatten(),
+        fields.max_hold,
         MaxHold::from_millis_f64,
     )?;
-    let fair = bool_arg(
-        "options.fair",
-        object
-            .get::<Option<Either<bool, Unknown>>>("fair")?
-            .flatten(),
-    )?;
+    let fair = bool_arg("options.fair", fields.fair)?;
     Ok(fencelock::LockOptions::with_ttl(ttl)
         .wait_policy(wait)
         .auto_renew(auto_renew)
@@ -554,13 +567,13 @@ impl NativeClient {
         &self,
         id: u32,
         name: NameArg<'_>,
-        options: OptionsArg<'_>,
+        options: impl FnOnce() -> Result<fencelock::LockOptions>,
         cancel: Option<&CancelHandle>,
         once: bool,
         kind: Option<&NativeKind>,
     ) -> Result<()> {
         let name = name_arg(name)?;
-        let options = lock_options(options)?;
+        let options = options()?;
         let cancel = cancel.map(|c| c.tx.subscribe());
         // Called here, not in the task: the place in the local line is
         // taken in call order.
@@ -609,7 +622,7 @@ impl NativeClient {
         cancel: Option<&CancelHandle>,
         kind: Option<&NativeKind>,
     ) -> Result<()> {
-        self.start(id, name, options, cancel, false, kind)
+        self.start(id, name, || lock_options(options), cancel, false, kind)
     }
 
     /// Settles `id` as [`NativeClient::start_acquire`] does, or with null if
@@ -623,7 +636,35 @@ impl NativeClient {
         cancel: Option<&CancelHandle>,
         kind: Option<&NativeKind>,
     ) -> Result<()> {
-        self.start(id, name, options, cancel, true, kind)
+        self.start(id, name, || lock_options(options), cancel, true, kind)
+    }
+
+    /// [`NativeClient::start_acquire`] (or, `once`, the try) with the
+    /// options' values as arguments: `calls.js` reads them from a plain
+    /// object whose keys are all known, in the order `lock_options` does.
+    #[napi]
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_acquire_fields(
+        &self,
+        id: u32,
+        name: NameArg<'_>,
+        ttl: NumberArg<'_>,
+        wait: NumberArg<'_>,
+        auto_renew: BoolArg<'_>,
+        max_hold: NumberArg<'_>,
+        fair: BoolArg<'_>,
+        cancel: Option<&CancelHandle>,
+        kind: Option<&NativeKind>,
+        once: bool,
+    ) -> Result<()> {
+        let fields = LockFields {
+            ttl,
+            wait,
+            auto_renew,
+            max_hold,
+            fair,
+        };
+        self.start(id, name, || lock_fields(fields), cancel, once, kind)
     }
 
     /// Settles `id` with a [`group::NativeLockGroup`] of every one of

@@ -18,8 +18,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -164,13 +166,45 @@ fn logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
         .map(|logger| logger.bind(py))
 }
 
-/// Re-read the logger's effective level (cheap; done on every call into the
-/// module, so `logging.getLogger("fencelock").setLevel(...)` takes effect at
-/// the next call).
+/// Re-read the logger's effective level when it may have changed, so that
+/// `logging.getLogger("fencelock").setLevel(...)` takes effect at the next
+/// call into the module (every call checks, holding the GIL anyway).
+///
+/// Computing it runs Python code (`getEffectiveLevel` walks the logger's
+/// parents): about 6,000 instructions, half a percent of a call. So the
+/// result is kept until `logging` empties the logger's `_cache`, as it
+/// does for every logger on any `setLevel` or `logging.disable`: a key of
+/// ours in that dict says the threshold is still current. `disabled` is
+/// set without emptying it (`logging.config`), so it is read every time.
+/// A Python whose loggers have no `_cache` dict gets the full check.
 pub fn refresh(py: Python<'_>) {
+    let Ok(logger) = logger(py) else {
+        THRESHOLD.store(OFF, Ordering::Relaxed);
+        return;
+    };
+    let disabled = logger
+        .getattr(intern!(py, "disabled"))
+        .and_then(|d| d.is_truthy())
+        .unwrap_or(false);
+    let cache = logger
+        .getattr(intern!(py, "_cache"))
+        .ok()
+        .and_then(|cache| cache.cast_into::<PyDict>().ok());
+    let marker = cache_marker(py);
+    if let Some(cache) = &cache {
+        if disabled {
+            // Re-enabled later: computed afresh then.
+            let _ = cache.del_item(marker);
+        } else if cache.contains(marker).unwrap_or(false) {
+            return;
+        } else {
+            // Set before reading the level: a change made meanwhile empties
+            // the cache again, and the next call reads it again.
+            let _ = cache.set_item(marker, true);
+        }
+    }
     let threshold = (|| -> PyResult<u8> {
-        let logger = logger(py)?;
-        if logger.getattr("disabled")?.is_truthy()? {
+        if disabled {
             return Ok(OFF);
         }
         let effective: i64 = logger.call_method0("getEffectiveLevel")?.extract()?;
@@ -184,6 +218,18 @@ pub fn refresh(py: Python<'_>) {
     })()
     .unwrap_or(OFF);
     THRESHOLD.store(threshold, Ordering::Relaxed);
+}
+
+/// Our key in the logger's `_cache` (a plain object: no level is equal to it).
+fn cache_marker(py: Python<'_>) -> &Bound<'_, PyAny> {
+    static MARKER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    MARKER
+        .get_or_init(py, || {
+            py.eval(pyo3::ffi::c_str!("object()"), None, None)
+                .map(Bound::unbind)
+                .unwrap_or_else(|_| py.None())
+        })
+        .bind(py)
 }
 
 fn enabled(level: &Level) -> bool {
