@@ -267,10 +267,37 @@ fn seeds() -> Vec<String> {
     split_urls(&harness_env("FENCELOCK_TEST_CLUSTER_URLS"))
 }
 
-fn cluster_get(key: &[u8]) -> Option<Vec<u8>> {
+/// One cluster connection for a test's reads: connecting anew for each read
+/// took seconds under load, long enough for a lease's TTL to run out.
+fn cluster_reader() -> redis::cluster::ClusterConnection {
     let client = redis::cluster::ClusterClient::new(seeds()).unwrap();
-    let mut conn = client.get_connection().unwrap();
-    redis::cmd("GET").arg(key).query(&mut conn).unwrap()
+    client.get_connection().unwrap()
+}
+
+fn cluster_get(conn: &mut redis::cluster::ClusterConnection, key: &[u8]) -> Option<Vec<u8>> {
+    redis::cmd("GET").arg(key).query(conn).unwrap()
+}
+
+/// Sharded subscribers of `channel` over the cluster's primaries (the seeds).
+fn shard_listeners(channel: &[u8]) -> i64 {
+    seeds()
+        .iter()
+        .map(|url| {
+            let mut conn = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg(channel)
+                .query(&mut conn)
+                .unwrap();
+            match reply.get(1) {
+                Some(redis::Value::Int(n)) => *n,
+                _ => 0,
+            }
+        })
+        .sum()
 }
 
 /// Two distinct names whose keys share a slot: names go into the hash tag
@@ -305,12 +332,18 @@ async fn a_cluster_takes_names_on_several_slots_and_names_sharing_one() {
     let slots: std::collections::HashSet<u16> =
         all.iter().map(|n| hash_slot(&keys(n).lock)).collect();
     assert!(slots.len() >= 3, "several slots");
+    // Held for longer than the waiting group may wait: only the release
+    // message can wake it in time.
     let group = client
-        .acquire_many(&all, &LockOptions::new(secs(10)))
+        .acquire_many(&all, &LockOptions::new(secs(60)))
         .await
         .unwrap();
+    let mut reader = cluster_reader();
     for (lease, name) in group.leases().iter().zip(&all) {
-        assert_eq!(cluster_get(&keys(name).lock), Some(lease.token().into()));
+        assert_eq!(
+            cluster_get(&mut reader, &keys(name).lock),
+            Some(lease.token().into())
+        );
     }
     // Held: another client's group over an overlapping set gets nothing,
     // and leaves nothing on the names only it asked for.
@@ -321,26 +354,29 @@ async fn a_cluster_takes_names_on_several_slots_and_names_sharing_one() {
         .await
         .unwrap();
     assert!(tried.is_none());
-    assert_eq!(cluster_get(&keys(&extra).lock), None);
+    assert_eq!(cluster_get(&mut reader, &keys(&extra).lock), None);
     // Its waiting group is woken (sharded pub/sub) when ours is released.
     let waiting = {
         let other = other.clone();
         tokio::spawn(async move {
             other
-                .acquire_many(&overlapping, &LockOptions::new(secs(10)).wait(secs(20)))
+                .acquire_many(&overlapping, &LockOptions::new(secs(10)).wait(secs(45)))
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually(secs(30), "the waiting group subscribed", || {
+        shard_listeners(&keys(&s2).channel) >= 1
+    })
+    .await;
     group.release().await.unwrap();
     let theirs = waiting.await.unwrap().unwrap();
     assert_eq!(
-        cluster_get(&keys(&s2).lock),
+        cluster_get(&mut reader, &keys(&s2).lock),
         Some(theirs.leases()[1].token().into())
     );
     theirs.release().await.unwrap();
     for name in all.iter().chain([&extra]) {
-        assert_eq!(cluster_get(&keys(name).lock), None);
+        assert_eq!(cluster_get(&mut reader, &keys(name).lock), None);
     }
 }
 
