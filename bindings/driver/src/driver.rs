@@ -156,6 +156,7 @@ pub(crate) async fn resume(
     reply: Caller,
     started: std::time::Instant,
     acquire_deadline: Option<tokio::time::Instant>,
+    seen: metrics::Seen,
 ) {
     let _owned = owned;
     let mut closed = conns.closed.subscribe();
@@ -171,7 +172,8 @@ pub(crate) async fn resume(
         give_up: watch::Sender::new(false),
         promise: None,
         started,
-        seen: metrics::Seen::default(),
+        // What the inline attempt recorded already is not counted twice.
+        seen,
     };
     if *closed.borrow_and_update() {
         actor.on_closed(&mut lock);
@@ -187,6 +189,7 @@ pub(crate) async fn finish(
     mut lock: Lock,
     turn: Option<Turn>,
     owned: Option<crate::connections::Owned>,
+    seen: metrics::Seen,
 ) {
     let _owned = owned;
     let mut closed = conns.closed.subscribe();
@@ -202,7 +205,7 @@ pub(crate) async fn finish(
         give_up: watch::Sender::new(false),
         promise: None,
         started: std::time::Instant::now(),
-        seen: metrics::Seen::default(),
+        seen,
     };
     actor.drive(&mut lock, &mut closed).await;
 }

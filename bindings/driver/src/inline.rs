@@ -76,6 +76,8 @@ struct Attempt {
     runtime: Handle,
     /// The attempt was sent and its reply not handed to the core.
     sent: Option<CommandId>,
+    /// The core's stats already recorded as metrics.
+    seen: metrics::Seen,
 }
 
 impl Attempt {
@@ -106,7 +108,8 @@ impl Drop for Attempt {
         tracing::debug!(lock = %lock.name(), "acquire cancelled by the caller; releasing");
         let conns = Arc::clone(&self.conns);
         let (turn, owned) = (self.turn.take(), self.owned.take());
-        let finish = crate::driver::finish(Arc::clone(&conns), lock, turn, owned);
+        let seen = std::mem::take(&mut self.seen);
+        let finish = crate::driver::finish(Arc::clone(&conns), lock, turn, owned, seen);
         conns.actors.spawn_on(finish, &self.runtime);
     }
 }
@@ -151,15 +154,15 @@ pub(crate) async fn acquire(start: Start) -> Result<Granted, Error> {
         cancelled,
         runtime,
         sent: None,
+        seen: metrics::Seen::default(),
     };
-    let mut seen = metrics::Seen::default();
     if let Some(command) = attempt.lock().poll_command() {
         attempt.sent = Some(command.id);
         let reply = run(&conns, &command, acquire_deadline).await;
         attempt.sent = None;
-        let lock = attempt.lock();
+        let lock = attempt.lock.as_mut().expect("until taken");
         lock.handle_reply(now(), command.id, reply);
-        seen.record(lock.name(), lock.stats());
+        attempt.seen.record(lock.name(), lock.stats());
     }
     if *conns.closed.borrow() {
         // Closed meanwhile: `close` fails pending acquires; the attempt's
@@ -170,7 +173,7 @@ pub(crate) async fn acquire(start: Start) -> Result<Granted, Error> {
     }
     let lock = attempt.lock();
     match (lock.state(), lock.progress()) {
-        (State::Held, Progress::Holding) => Ok(grant(attempt, parts, seen, started)),
+        (State::Held, Progress::Holding) => Ok(grant(attempt, parts, started)),
         (State::Done, Progress::Finished) => {
             let mut lock = attempt.lock.take().expect("until taken");
             let mut failure = None;
@@ -199,6 +202,7 @@ pub(crate) async fn acquire(start: Start) -> Result<Granted, Error> {
                 reply,
                 started,
                 acquire_deadline,
+                std::mem::take(&mut attempt.seen),
             );
             conns.actors.spawn_on(actor, &attempt.runtime);
             let cancelled = Arc::clone(&attempt.cancelled);
@@ -209,12 +213,7 @@ pub(crate) async fn acquire(start: Start) -> Result<Granted, Error> {
 }
 
 /// The attempt won: the lease, its core kept in a [`Held`] cell.
-fn grant(
-    mut attempt: Attempt,
-    parts: LeaseParts,
-    seen: metrics::Seen,
-    started: std::time::Instant,
-) -> Granted {
+fn grant(mut attempt: Attempt, parts: LeaseParts, started: std::time::Instant) -> Granted {
     let mut lock = attempt.lock.take().expect("until taken");
     let shared = Arc::new(Shared::new());
     shared.publish(&lock);
@@ -236,7 +235,7 @@ fn grant(
         conns: Arc::downgrade(&attempt.conns),
         shared: Arc::clone(&shared),
         runtime: runtime.clone(),
-        seen,
+        seen: std::mem::take(&mut attempt.seen),
         sent: Vec::new(),
         asked: None,
         answer: None,
@@ -337,21 +336,28 @@ impl Held {
             }
             let first = self.lock().poll_command();
             if let Some(first) = first {
-                let mut commands = vec![first];
-                while let Some(more) = self.lock().poll_command() {
-                    commands.push(more);
-                }
-                self.sent.extend(commands.iter().map(|c| c.id));
-                let replies = if commands.len() == 1 {
-                    vec![run(conns, &commands[0], None).await]
-                } else {
-                    let runs = commands.iter().map(|c| run(conns, c, None));
-                    futures_util::future::join_all(runs).await
-                };
-                let at = now();
-                for (command, reply) in commands.iter().zip(replies) {
-                    self.sent.retain(|id| *id != command.id);
-                    self.lock().handle_reply(at, command.id, reply);
+                match self.lock().poll_command() {
+                    // One node: one command at a time, run as it is.
+                    None => {
+                        self.sent.push(first.id);
+                        let reply = run(conns, &first, None).await;
+                        self.sent.clear();
+                        self.lock().handle_reply(now(), first.id, reply);
+                    }
+                    Some(second) => {
+                        let mut commands = vec![first, second];
+                        while let Some(more) = self.lock().poll_command() {
+                            commands.push(more);
+                        }
+                        self.sent.extend(commands.iter().map(|c| c.id));
+                        let runs = commands.iter().map(|c| run(conns, c, None));
+                        let replies = futures_util::future::join_all(runs).await;
+                        self.sent.clear();
+                        let at = now();
+                        for (command, reply) in commands.iter().zip(replies) {
+                            self.lock().handle_reply(at, command.id, reply);
+                        }
+                    }
                 }
                 let lock = self.lock.as_ref().expect("until dropped");
                 self.seen.record(lock.name(), lock.stats());
@@ -449,6 +455,7 @@ impl Drop for Held {
                 lock,
                 self.turn.take(),
                 self.owned.take(),
+                std::mem::take(&mut self.seen),
             );
             conns.actors.spawn_on(finish, &self.runtime);
         }
