@@ -424,18 +424,20 @@ impl Client {
                 // The line is free and nothing needs a timer: the attempt
                 // runs in the caller's future (see `inline.rs`).
                 let runtime = self.inner.handle.clone();
-                let start = crate::inline::Start {
+                let start = Box::new(crate::inline::Start {
                     conns,
                     config,
                     turn,
                     cancelled,
                     started,
                     runtime: runtime.clone(),
-                };
-                return Acquiring::Inline(Box::pin(crate::inline::entered(
-                    runtime,
-                    crate::inline::acquire(start),
-                )));
+                });
+                // Only `start` is moved into the box: the attempt's state
+                // (large: the command's future) is built there when first
+                // polled, not built here and copied in.
+                return Acquiring::Inline(Box::pin(async move {
+                    crate::inline::entered(runtime, crate::inline::acquire(start)).await
+                }));
             }
             place => place,
         };

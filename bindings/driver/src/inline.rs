@@ -116,7 +116,7 @@ impl Drop for Attempt {
 
 /// The inline acquire: one attempt here; a grant is a lease with no task,
 /// a refusal of a try-once an error, anything else goes on in an actor.
-pub(crate) async fn acquire(start: Start) -> Result<Granted, Error> {
+pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
     let Start {
         conns,
         mut config,
@@ -124,7 +124,7 @@ pub(crate) async fn acquire(start: Start) -> Result<Granted, Error> {
         cancelled,
         started,
         runtime,
-    } = start;
+    } = *start;
     if let Wait::Bounded(d) = config.wait {
         config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
     }
