@@ -36,7 +36,13 @@ async fn an_uncontended_acquire_and_its_release_spawn_no_task() {
     let client = Client::connect(url.as_str()).await.unwrap();
     let options = LockOptions::new(secs(10));
     // Warm up: the first acquire may open connections.
-    client.acquire("warm", &options).await.unwrap().release().await.unwrap();
+    client
+        .acquire("warm", &options)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 
     let name = unique("inline");
     let before = tasks();
@@ -75,7 +81,13 @@ async fn a_dropped_inline_acquire_leaves_nothing_held() {
     let url = server.url();
     let client = Client::connect(url.as_str()).await.unwrap();
     let options = LockOptions::new(secs(60));
-    client.acquire("warm", &options).await.unwrap().release().await.unwrap();
+    client
+        .acquire("warm", &options)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     let name = unique("dropped");
     // The server holds every write while paused: the attempt reaches it,
     // and its outcome is unknown when the future is dropped.
@@ -108,16 +120,15 @@ async fn a_dropped_inline_acquire_leaves_nothing_held() {
     client.close().await;
     assert!(!exists(&url, &keys(&name).lock));
     // Only the fence keys remain.
-    let mut left: Vec<Vec<u8>> = redis::cmd("KEYS")
-        .arg("*")
-        .query(&mut conn(&url))
-        .unwrap();
+    let mut left: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut conn(&url)).unwrap();
     left.sort();
     let fences = [keys("warm").fence, keys(&name).fence];
     assert!(
         left.iter().all(|k| fences.contains(k)),
         "only fences left: {:?}",
-        left.iter().map(|k| String::from_utf8_lossy(k)).collect::<Vec<_>>()
+        left.iter()
+            .map(|k| String::from_utf8_lossy(k))
+            .collect::<Vec<_>>()
     );
     assert_eq!(dbsize(&url), 2);
 }
@@ -139,7 +150,10 @@ async fn a_local_waiter_behind_an_inline_lease_is_handed_the_lock() {
     tokio::task::yield_now().await;
     holder.release().await.unwrap();
     let lease = waiter.await.unwrap().unwrap();
-    assert!(lease.fence() > holder.fence(), "handed over with a newer fence");
+    assert!(
+        lease.fence() > holder.fence(),
+        "handed over with a newer fence"
+    );
     assert_eq!(
         get(&url, &keys(&name).lock),
         Some(lease.token().as_bytes().to_vec())
@@ -158,7 +172,10 @@ async fn a_local_waiter_behind_an_inline_lease_is_handed_the_lock() {
         .acquire(&name, &LockOptions::new(secs(5)).wait(secs(10)))
         .await
         .unwrap();
-    assert!(kept.lost(), "the waiter got it after the kept lease ran out");
+    assert!(
+        kept.lost(),
+        "the waiter got it after the kept lease ran out"
+    );
     assert!(next.fence() > kept.fence());
     next.release().await.unwrap();
     drop(kept);
@@ -203,7 +220,10 @@ async fn extend_and_release_after_loss_are_lock_lost() {
         .expect("the loss is signalled when the validity runs out");
     assert!(short.lost());
     assert_eq!(short.valid_for(), Duration::ZERO);
-    assert!(matches!(short.extend(None).await, Err(Error::LockLost { .. })));
+    assert!(matches!(
+        short.extend(None).await,
+        Err(Error::LockLost { .. })
+    ));
     assert!(matches!(short.release().await, Err(Error::LockLost { .. })));
 
     // After close: Closed, as for an actor's lease.
@@ -222,7 +242,13 @@ async fn an_auto_renewing_lease_takes_the_actor_path_and_renews() {
     let options = LockOptions::new(ms(300)).auto_renew(true);
     // Warm up inline: no actor is left finishing when we count.
     let warm = LockOptions::new(ms(300));
-    client.acquire("warm", &warm).await.unwrap().release().await.unwrap();
+    client
+        .acquire("warm", &warm)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     let name = unique("renewing");
     let before = tasks();
     let lease = client.acquire(&name, &options).await.unwrap();
