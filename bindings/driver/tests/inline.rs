@@ -212,7 +212,7 @@ async fn extend_and_release_after_loss_are_lock_lost() {
     // Validity running out, with nobody driving the lease: the getters
     // and a loss watcher see it all the same.
     let short = client
-        .acquire(&unique("inline-expired"), &LockOptions::new(ms(200)))
+        .acquire(unique("inline-expired"), &LockOptions::new(ms(200)))
         .await
         .unwrap();
     tokio::time::timeout(secs(5), short.lost_signal())
@@ -228,7 +228,7 @@ async fn extend_and_release_after_loss_are_lock_lost() {
 
     // After close: Closed, as for an actor's lease.
     let held = client
-        .acquire(&unique("inline-closed"), &LockOptions::new(secs(60)))
+        .acquire(unique("inline-closed"), &LockOptions::new(secs(60)))
         .await
         .unwrap();
     client.close().await;
