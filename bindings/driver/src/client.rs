@@ -419,6 +419,28 @@ impl Client {
             // is taken, so a reader of this line knows the order is fixed.
             tracing::debug!(lock = %config.name, "in line behind an earlier acquire of this client");
         }
+        let place = match place {
+            Place::Turn(turn) if handoff.is_none() && crate::inline::fits(&config) => {
+                // The line is free and nothing needs a timer: the attempt
+                // runs in the caller's future (see `inline.rs`).
+                let runtime = self.inner.handle.clone();
+                let start = Box::new(crate::inline::Start {
+                    conns,
+                    config,
+                    turn,
+                    cancelled,
+                    started,
+                    runtime: runtime.clone(),
+                });
+                // Only `start` is moved into the box: the attempt's state
+                // (large: the command's future) is built there when first
+                // polled, not built here and copied in.
+                return Acquiring::Inline(Box::pin(async move {
+                    crate::inline::entered(runtime, crate::inline::acquire(start)).await
+                }));
+            }
+            place => place,
+        };
         let place = Arc::new(std::sync::Mutex::new(Some(place)));
         let actors = conns.actors.clone();
         actors.spawn_on(
@@ -433,12 +455,12 @@ impl Client {
             }),
             &self.inner.handle,
         );
-        Acquiring {
+        Acquiring::Actor(Answer {
             rx,
             cancelled,
             place,
             answered: false,
-        }
+        })
     }
 
     /// What Redis says about `name` now, in one round trip per node (read
@@ -688,8 +710,28 @@ impl Future for MaybeGranting {
     }
 }
 
-/// The caller's side of an acquire.
-struct Acquiring {
+/// The caller's side of an acquire: its actor's answer, or the inline
+/// attempt itself.
+enum Acquiring {
+    Actor(Answer),
+    Inline(std::pin::Pin<Box<dyn Future<Output = Result<Granted, Error>> + Send>>),
+}
+
+impl Future for Acquiring {
+    type Output = Result<Granted, Error>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            Acquiring::Actor(answer) => std::pin::Pin::new(answer).poll(cx),
+            Acquiring::Inline(attempt) => attempt.as_mut().poll(cx),
+        }
+    }
+}
+
+/// Waiting for an actor's answer.
+pub(crate) struct Answer {
     rx: oneshot::Receiver<Result<Granted, Error>>,
     /// Shared with the actor and, through its turn, with the local queue.
     cancelled: Arc<AtomicBool>,
@@ -698,7 +740,23 @@ struct Acquiring {
     answered: bool,
 }
 
-impl Drop for Acquiring {
+impl Answer {
+    /// The answer of an actor that took over an inline attempt (its place
+    /// in line is the actor's already).
+    pub(crate) fn new(
+        rx: oneshot::Receiver<Result<Granted, Error>>,
+        cancelled: Arc<AtomicBool>,
+    ) -> Self {
+        Answer {
+            rx,
+            cancelled,
+            place: Arc::new(std::sync::Mutex::new(None)),
+            answered: false,
+        }
+    }
+}
+
+impl Drop for Answer {
     /// Dropped before the answer was taken: the actor is (or is about to be)
     /// cancelling. Said here, synchronously, so the caller's very next
     /// acquire of the same name already knows that the turn this one holds
@@ -712,7 +770,7 @@ impl Drop for Acquiring {
     }
 }
 
-impl Future for Acquiring {
+impl Future for Answer {
     type Output = Result<Granted, Error>;
     fn poll(
         mut self: std::pin::Pin<&mut Self>,

@@ -43,7 +43,7 @@ impl Connections {
             .or_default()
             .push(token.clone());
         Owned {
-            conns: Arc::clone(self),
+            conns: Arc::downgrade(self),
             name: name.as_bytes().to_vec(),
             token: token.clone(),
         }
@@ -96,15 +96,20 @@ impl Connections {
 }
 
 /// See [`Connections::own`].
+/// Weak: an inline lease keeps one while held, and must not keep a closed
+/// client's connections open.
 pub(crate) struct Owned {
-    conns: Arc<Connections>,
+    conns: std::sync::Weak<Connections>,
     name: Vec<u8>,
     token: Token,
 }
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        let mut owned = self.conns.owned.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(conns) = self.conns.upgrade() else {
+            return;
+        };
+        let mut owned = conns.owned.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(tokens) = owned.get_mut(&self.name) {
             tokens.retain(|t| *t != self.token);
             if tokens.is_empty() {

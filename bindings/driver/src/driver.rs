@@ -142,6 +142,86 @@ pub(crate) async fn run(job: Job) {
     actor.drive(&mut lock, &mut closed).await;
 }
 
+/// An acquire started in the caller's future (`inline.rs`) that has to
+/// wait, or to do more than one round: this actor takes the core's `Lock`
+/// where that future left it (its events not drained yet) and goes on as
+/// `run` would after its first attempt.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn resume(
+    conns: Arc<Connections>,
+    mut lock: Lock,
+    turn: Turn,
+    owned: crate::connections::Owned,
+    parts: LeaseParts,
+    reply: Caller,
+    started: std::time::Instant,
+    acquire_deadline: Option<tokio::time::Instant>,
+    seen: metrics::Seen,
+) {
+    let _owned = owned;
+    let mut closed = conns.closed.subscribe();
+    let mut actor = Actor {
+        conns: &conns,
+        phase: Phase::Acquiring(reply),
+        turn: Some(turn),
+        subscription: None,
+        pending: None,
+        shared: Arc::new(Shared::new()),
+        lease_parts: Some(parts),
+        acquire_deadline,
+        give_up: watch::Sender::new(false),
+        promise: None,
+        started,
+        // What the inline attempt recorded already is not counted twice.
+        seen,
+    };
+    if *closed.borrow_and_update() {
+        actor.on_closed(&mut lock);
+    }
+    actor.drive(&mut lock, &mut closed).await;
+}
+
+/// What an inline lock left under way when nobody waits for it any more
+/// (a dropped acquire's compensating release, an unclaimed grant's
+/// release): driven to the end here, holding the turn until then.
+pub(crate) async fn finish(
+    conns: Arc<Connections>,
+    mut lock: Lock,
+    turn: Option<Turn>,
+    owned: Option<crate::connections::Owned>,
+    seen: metrics::Seen,
+) {
+    let _owned = owned;
+    let mut closed = conns.closed.subscribe();
+    let mut actor = Actor {
+        conns: &conns,
+        phase: Phase::Finishing,
+        turn,
+        subscription: None,
+        pending: None,
+        shared: Arc::new(Shared::new()),
+        lease_parts: None,
+        acquire_deadline: None,
+        give_up: watch::Sender::new(false),
+        promise: None,
+        started: std::time::Instant::now(),
+        seen,
+    };
+    actor.drive(&mut lock, &mut closed).await;
+}
+
+/// Redis refused a release's PUBLISH: said once per client.
+pub(crate) fn not_published(conns: &Connections, name: &LockName) {
+    if !conns.not_published_logged.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            lock = %name,
+            "Redis refused to PUBLISH the release notification (an ACL user \
+             without channel rights?): releases still work, but waiters in \
+             other clients only notice them by their timer"
+        );
+    }
+}
+
 /// Phase 1: our turn in the local FIFO for this name, or a release of this
 /// client handing us the lock with it. A try-once or a bounded wait gives
 /// up at its deadline, except while the turn is held by an acquire of this
@@ -220,7 +300,7 @@ async fn refuse(
     actor.drive(&mut lock, closed).await;
 }
 
-type Caller = oneshot::Sender<Result<Granted, Error>>;
+pub(crate) type Caller = oneshot::Sender<Result<Granted, Error>>;
 
 /// Where the actor is with the outside world: who may still ask something
 /// of this lock. What the lock itself has left to do is the core's answer
@@ -519,7 +599,7 @@ impl Actor<'_> {
                     parts,
                     fence,
                     Arc::clone(&self.shared),
-                    tx,
+                    crate::lease::Backend::Actor(tx),
                     tokio::runtime::Handle::current(),
                 );
                 let delivered = match self.take_caller() {
@@ -575,20 +655,7 @@ impl Actor<'_> {
                 (Some(turn), Some(promise)) => turn.hand_over(promise, handoff),
                 _ => unreachable!("a handoff comes only for a release_to made holding the turn"),
             },
-            Event::NotPublished => {
-                if !self
-                    .conns
-                    .not_published_logged
-                    .swap(true, Ordering::Relaxed)
-                {
-                    tracing::warn!(
-                        lock = %lock.name(),
-                        "Redis refused to PUBLISH the release notification (an ACL user \
-                         without channel rights?): releases still work, but waiters in \
-                         other clients only notice them by their timer"
-                    );
-                }
-            }
+            Event::NotPublished => not_published(self.conns, lock.name()),
             Event::Lost => {
                 // Mark first: whatever reports the loss (a log handler, a
                 // callback) must find the lease already lost.

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     /// The acquire caller took the lease (see [`Granted`]). A lease dropped
     /// before that is released at once instead of being left to expire.
     claimed: AtomicBool,
+    /// An inline lease's validity timer runs (see `inline::watch`).
+    watched: AtomicBool,
     fate: watch::Sender<Fate>,
 }
 
@@ -48,6 +50,7 @@ impl Shared {
             lost: AtomicBool::new(false),
             over: AtomicBool::new(false),
             claimed: AtomicBool::new(false),
+            watched: AtomicBool::new(false),
             fate: watch::Sender::new(Fate::Held),
         }
     }
@@ -67,6 +70,11 @@ impl Shared {
 
     pub(crate) fn is_claimed(&self) -> bool {
         self.claimed.load(Ordering::Acquire)
+    }
+
+    /// `true` the first time only: whoever gets it starts the timer.
+    pub(crate) fn start_watching(&self) -> bool {
+        !self.watched.swap(true, Ordering::AcqRel)
     }
 
     /// Copy what the getters show from the core.
@@ -121,9 +129,19 @@ pub struct Lease {
     ttl: Duration,
     auto_renew: bool,
     shared: Arc<Shared>,
-    requests: mpsc::UnboundedSender<Request>,
+    backend: Backend,
     /// The client's runtime: loss watchers run there.
     runtime: tokio::runtime::Handle,
+}
+
+/// Who drives the lease's core `Lock`.
+pub(crate) enum Backend {
+    /// Its actor task (a lease that renews, or one that had to wait):
+    /// extend and release are requests to it.
+    Actor(mpsc::UnboundedSender<Request>),
+    /// Nobody until asked (the fast path, see `inline.rs`): extend and
+    /// release drive the core in the caller's future.
+    Inline(crate::inline::HeldCell),
 }
 
 /// The parts of a [`Lease`] known before the lock is won.
@@ -143,7 +161,7 @@ impl Lease {
         parts: LeaseParts,
         fence: u64,
         shared: Arc<Shared>,
-        requests: mpsc::UnboundedSender<Request>,
+        backend: Backend,
         runtime: tokio::runtime::Handle,
     ) -> Lease {
         let LeaseParts {
@@ -165,7 +183,7 @@ impl Lease {
             ttl,
             auto_renew,
             shared,
-            requests,
+            backend,
             runtime,
         }
     }
@@ -215,12 +233,24 @@ impl Lease {
 
     /// Whether the lease is known lost (renewal failed or validity ran out).
     pub fn lost(&self) -> bool {
+        if let Backend::Inline(cell) = &self.backend {
+            // No timer runs for it: the core looks at its validity now.
+            crate::inline::look(cell);
+        }
         self.shared.is_lost()
+    }
+
+    /// An inline lease has no timer until someone watches for its loss.
+    fn watched(&self) {
+        if let Backend::Inline(cell) = &self.backend {
+            crate::inline::watch(cell, &self.shared, &self.runtime);
+        }
     }
 
     /// Resolves when the lease is lost (renewal failed or validity ran out);
     /// never resolves if it is released first.
     pub async fn lost_signal(&self) {
+        self.watched();
         let mut fate = self.shared.fate.subscribe();
         if fate.wait_for(|fate| *fate == Fate::Lost).await.is_err() {
             std::future::pending::<()>().await;
@@ -237,6 +267,7 @@ impl Lease {
     pub fn on_lost(&self, callback: impl FnOnce() + Send + 'static) {
         // Only a receiver: the watcher does not keep the lease's state alive,
         // so it ends when the lease and its actor are gone.
+        self.watched();
         let mut fate = self.shared.fate.subscribe();
         let runtime = self.runtime.clone();
         self.runtime.spawn(async move {
@@ -258,6 +289,12 @@ impl Lease {
 
     /// [`Lease::extend`] for a ttl already validated (the bindings').
     pub async fn extend_ttl(&self, ttl: Option<Ttl>) -> Result<(), Error> {
+        if let Backend::Inline(cell) = &self.backend {
+            let op = Operation::Extend;
+            return crate::inline::request(cell, &self.runtime, op, |held| held.extend(ttl))
+                .await
+                .unwrap_or_else(|| Err(self.gone(op)));
+        }
         let (tx, rx) = oneshot::channel();
         self.ask(Operation::Extend, Request::Extend(ttl, tx), rx)
             .await
@@ -270,15 +307,22 @@ impl Lease {
     /// Sends no command and returns at once. Idempotent; does nothing for a
     /// lease that does not auto-renew.
     pub fn stop_renewing(&self) {
-        if self.auto_renew {
+        // An inline lease never renews.
+        if let (true, Backend::Actor(requests)) = (self.auto_renew, &self.backend) {
             // The actor is gone only once the client is closed: then
             // nothing renews anyway.
-            let _ = self.requests.send(Request::StopRenewing);
+            let _ = requests.send(Request::StopRenewing);
         }
     }
 
     /// Release; `LockLost` if the lease was lost; a second call is a no-op.
     pub async fn release(&self) -> Result<(), Error> {
+        if let Backend::Inline(cell) = &self.backend {
+            let op = Operation::Release;
+            return crate::inline::request(cell, &self.runtime, op, |held| held.release())
+                .await
+                .unwrap_or_else(|| Err(self.gone(op)));
+        }
         let (tx, rx) = oneshot::channel();
         self.ask(Operation::Release, Request::Release(tx), rx).await
     }
@@ -364,13 +408,17 @@ impl Lease {
         request: Request,
         rx: oneshot::Receiver<Result<(), Error>>,
     ) -> Result<(), Error> {
-        if self.requests.send(request).is_err() {
+        let Backend::Actor(requests) = &self.backend else {
+            unreachable!("only an actor's lease asks")
+        };
+        if requests.send(request).is_err() {
             return Err(self.gone(operation));
         }
         rx.await.unwrap_or_else(|_| Err(self.gone(operation)))
     }
 
-    /// The actor is gone: only after the client was closed.
+    /// The actor is gone (the client was closed; an inline lease: its
+    /// client was closed).
     fn gone(&self, operation: Operation) -> Error {
         if self.lost() {
             Error::LockLost {

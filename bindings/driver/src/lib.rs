@@ -214,6 +214,7 @@ mod connection;
 mod connections;
 mod deployment;
 mod driver;
+mod inline;
 mod lease;
 mod link;
 mod list;

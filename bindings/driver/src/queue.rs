@@ -33,7 +33,7 @@ use tokio::sync::{Mutex as FairMutex, Notify, OwnedMutexGuard};
 pub(crate) type Cancelled = Arc<AtomicBool>;
 
 /// One name's queue.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Entry {
     turn: Arc<FairMutex<()>>,
     /// The cancellation flag of the acquire holding the turn, if any.
@@ -43,6 +43,20 @@ struct Entry {
     /// The waiters a release may hand the lock to, in the order they lined
     /// up (the fair mutex's order: both are taken under this lock).
     line: Mutex<VecDeque<Arc<Candidate>>>,
+    /// Run once when someone lines up behind the holder: an inline lease
+    /// (no task, no timer of its own) arms its validity timer then, so a
+    /// waiter behind a lease that runs out is not stuck (see `inline.rs`).
+    /// Read and written under `line`'s lock.
+    on_wait: Mutex<Option<OnWait>>,
+}
+
+/// See `Entry::on_wait`.
+pub(crate) type OnWait = Box<dyn FnOnce() + Send>;
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry").finish_non_exhaustive()
+    }
 }
 
 impl Entry {
@@ -58,6 +72,13 @@ impl Entry {
 
     fn line(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Candidate>>> {
         self.line.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take_on_wait(&self) -> Option<OnWait> {
+        self.on_wait
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// `candidate` is no longer in line (it took its turn or left).
@@ -290,7 +311,11 @@ impl Slot {
                     changed: Notify::new(),
                 });
                 line.push_back(Arc::clone(&candidate));
+                let on_wait = self.entry().take_on_wait();
                 drop(line);
+                if let Some(on_wait) = on_wait {
+                    on_wait();
+                }
                 Place::Waiting(Waiting {
                     slot: Some(self),
                     lock: Some(lock),
@@ -529,6 +554,19 @@ impl Turn {
         self.slot.entry().freed.notify_waiters();
     }
 
+    /// Run `on_wait` once someone lines up behind this turn (at once if
+    /// someone already has); forgotten when the turn is dropped.
+    pub(crate) fn when_waited_for(&self, on_wait: OnWait) {
+        let entry = self.slot.entry();
+        let line = entry.line();
+        if line.is_empty() {
+            *entry.on_wait.lock().unwrap_or_else(|e| e.into_inner()) = Some(on_wait);
+        } else {
+            drop(line);
+            on_wait();
+        }
+    }
+
     /// The first waiter in line whose caller still waits, promised the
     /// lock by the release about to be sent: `release_to` its successor,
     /// then [`Turn::hand_over`] the outcome. `None`: nobody waits.
@@ -568,9 +606,15 @@ impl Drop for Turn {
         // Hand the turn on (to the first queued waiter, if any) before the
         // slot checks whether it is idle; then forget our flag unless the
         // next holder already put its own, and wake those that wait for a
-        // cancelled holder to leave.
-        drop(self.guard.take());
+        // cancelled holder to leave. Our `on_wait` goes first: the next
+        // holder may register its own as soon as the guard is dropped.
         let entry = self.slot.entry();
+        let on_wait = {
+            let _line = entry.line();
+            entry.take_on_wait()
+        };
+        drop(on_wait);
+        drop(self.guard.take());
         {
             let mut holder = entry.holder.lock().unwrap_or_else(|e| e.into_inner());
             if holder.as_ref().is_some_and(|h| Arc::ptr_eq(h, &self.who)) {
