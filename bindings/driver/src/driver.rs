@@ -62,7 +62,7 @@ pub(crate) async fn run(job: Job) {
         conns,
         place,
         candidate,
-        mut config,
+        config,
         handoff: adopted,
         started,
         mut reply,
@@ -91,31 +91,14 @@ pub(crate) async fn run(job: Job) {
             return;
         }
     };
-    if let Wait::Bounded(d) = config.wait {
-        config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
-    }
-    // An acquire that cannot reach its node keeps trying to connect until
-    // the end of its wait (see `Node::run`).
-    let acquire_deadline = match config.wait {
-        Wait::Bounded(d) => tokio::time::Instant::now().checked_add(d),
-        Wait::Forever => None,
-    };
-
     // Phase 2: the remote protocol. From here until the actor ends, the
     // token is this client's for `Client::inspect`'s `held_by_me`.
-    let _owned = conns.own(&config.name, &config.token);
-    let parts = LeaseParts {
-        name: config.name.clone(),
-        kind: config.kind,
-        keys: config.keys.clone(),
-        conns: Arc::downgrade(&conns),
-        token: config.token.0.clone(),
-        ttl: config.ttl.as_duration(),
-        auto_renew: config.auto_renew,
-    };
-    let mut lock = Lock::new(config);
-    let (replicas, replica_timeout) = conns.replicas;
-    lock.require_replicas(replicas, replica_timeout);
+    let Prepared {
+        mut lock,
+        parts,
+        owned: _owned,
+        acquire_deadline,
+    } = prepare(&conns, config, started);
     // Handed the lock by a release: that is our first attempt's outcome.
     let start = match handoff {
         Some(handoff) => lock.accept_handoff(now(), handoff),
@@ -125,21 +108,63 @@ pub(crate) async fn run(job: Job) {
         let _ = reply.send(Err(e));
         return;
     }
-    let mut actor = Actor {
-        conns: &conns,
-        phase: Phase::Acquiring(reply),
-        turn: Some(turn),
-        subscription: None,
-        pending: None,
-        shared: Arc::new(Shared::new()),
-        lease_parts: Some(parts),
+    let mut actor = Actor::new(
+        &conns,
+        Phase::Acquiring(reply),
+        Some(turn),
+        Some(parts),
         acquire_deadline,
-        give_up: watch::Sender::new(false),
-        promise: None,
         started,
-        seen: metrics::Seen::default(),
-    };
+        metrics::Seen::default(),
+    );
     actor.drive(&mut lock, &mut closed).await;
+}
+
+/// What an acquire sets up before its first attempt, in an actor or inline
+/// (`inline.rs`).
+pub(crate) struct Prepared {
+    pub lock: Lock,
+    pub parts: LeaseParts,
+    /// The token is this client's (`Client::inspect`'s `held_by_me`) while
+    /// this lives.
+    pub owned: crate::connections::Owned,
+    /// An acquire that cannot reach its node keeps trying to connect until
+    /// the end of its wait (see `Node::run`).
+    pub acquire_deadline: Option<tokio::time::Instant>,
+}
+
+pub(crate) fn prepare(
+    conns: &Arc<Connections>,
+    mut config: LockConfig,
+    started: std::time::Instant,
+) -> Prepared {
+    // The wait runs from the call, not from the turn.
+    if let Wait::Bounded(d) = config.wait {
+        config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
+    }
+    let acquire_deadline = match config.wait {
+        Wait::Bounded(d) => tokio::time::Instant::now().checked_add(d),
+        Wait::Forever => None,
+    };
+    let owned = conns.own(&config.name, &config.token);
+    let parts = LeaseParts {
+        name: config.name.clone(),
+        kind: config.kind,
+        keys: config.keys.clone(),
+        conns: Arc::downgrade(conns),
+        token: config.token.0.clone(),
+        ttl: config.ttl.as_duration(),
+        auto_renew: config.auto_renew,
+    };
+    let mut lock = Lock::new(config);
+    let (replicas, replica_timeout) = conns.replicas;
+    lock.require_replicas(replicas, replica_timeout);
+    Prepared {
+        lock,
+        parts,
+        owned,
+        acquire_deadline,
+    }
 }
 
 /// An acquire started in the caller's future (`inline.rs`) that has to
@@ -160,21 +185,16 @@ pub(crate) async fn resume(
 ) {
     let _owned = owned;
     let mut closed = conns.closed.subscribe();
-    let mut actor = Actor {
-        conns: &conns,
-        phase: Phase::Acquiring(reply),
-        turn: Some(turn),
-        subscription: None,
-        pending: None,
-        shared: Arc::new(Shared::new()),
-        lease_parts: Some(parts),
+    // What the inline attempt recorded already is not counted twice.
+    let mut actor = Actor::new(
+        &conns,
+        Phase::Acquiring(reply),
+        Some(turn),
+        Some(parts),
         acquire_deadline,
-        give_up: watch::Sender::new(false),
-        promise: None,
         started,
-        // What the inline attempt recorded already is not counted twice.
         seen,
-    };
+    );
     if *closed.borrow_and_update() {
         actor.on_closed(&mut lock);
     }
@@ -193,20 +213,15 @@ pub(crate) async fn finish(
 ) {
     let _owned = owned;
     let mut closed = conns.closed.subscribe();
-    let mut actor = Actor {
-        conns: &conns,
-        phase: Phase::Finishing,
+    let mut actor = Actor::new(
+        &conns,
+        Phase::Finishing,
         turn,
-        subscription: None,
-        pending: None,
-        shared: Arc::new(Shared::new()),
-        lease_parts: None,
-        acquire_deadline: None,
-        give_up: watch::Sender::new(false),
-        promise: None,
-        started: std::time::Instant::now(),
+        None,
+        None,
+        std::time::Instant::now(),
         seen,
-    };
+    );
     actor.drive(&mut lock, &mut closed).await;
 }
 
@@ -283,20 +298,15 @@ async fn refuse(
         return;
     }
     tracing::debug!(lock = %name, "handed the lock after the caller left; releasing");
-    let mut actor = Actor {
+    let mut actor = Actor::new(
         conns,
-        phase: Phase::Finishing,
-        turn: Some(turn),
-        subscription: None,
-        pending: None,
-        shared: Arc::new(Shared::new()),
-        lease_parts: None,
-        acquire_deadline: None,
-        give_up: watch::Sender::new(false),
-        promise: None,
+        Phase::Finishing,
+        Some(turn),
+        None,
+        None,
         started,
-        seen: metrics::Seen::default(),
-    };
+        metrics::Seen::default(),
+    );
     actor.drive(&mut lock, closed).await;
 }
 
@@ -409,7 +419,33 @@ struct Actor<'a> {
     seen: metrics::Seen,
 }
 
-impl Actor<'_> {
+impl<'a> Actor<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        conns: &'a Arc<Connections>,
+        phase: Phase,
+        turn: Option<Turn>,
+        lease_parts: Option<LeaseParts>,
+        acquire_deadline: Option<tokio::time::Instant>,
+        started: std::time::Instant,
+        seen: metrics::Seen,
+    ) -> Self {
+        Actor {
+            conns,
+            phase,
+            turn,
+            subscription: None,
+            pending: None,
+            shared: Arc::new(Shared::new()),
+            lease_parts,
+            acquire_deadline,
+            give_up: watch::Sender::new(false),
+            promise: None,
+            started,
+            seen,
+        }
+    }
+
     async fn drive(&mut self, lock: &mut Lock, closed: &mut watch::Receiver<bool>) {
         let mut inflight = FuturesUnordered::new();
         let mut alarm = Alarm::new();

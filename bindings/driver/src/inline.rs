@@ -23,7 +23,6 @@ use std::sync::{Arc, Weak};
 
 use fencelock_core::{
     Command, CommandId, Error, Event, Lock, LockConfig, Operation, Progress, Reply, State, Ttl,
-    Wait,
 };
 use tokio::runtime::Handle;
 
@@ -119,32 +118,18 @@ impl Drop for Attempt {
 pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
     let Start {
         conns,
-        mut config,
+        config,
         turn,
         cancelled,
         started,
         runtime,
     } = *start;
-    if let Wait::Bounded(d) = config.wait {
-        config.wait = Wait::Bounded(d.saturating_sub(started.elapsed()));
-    }
-    let acquire_deadline = match config.wait {
-        Wait::Bounded(d) => tokio::time::Instant::now().checked_add(d),
-        Wait::Forever => None,
-    };
-    let owned = conns.own(&config.name, &config.token);
-    let parts = LeaseParts {
-        name: config.name.clone(),
-        kind: config.kind,
-        keys: config.keys.clone(),
-        conns: Arc::downgrade(&conns),
-        token: config.token.0.clone(),
-        ttl: config.ttl.as_duration(),
-        auto_renew: config.auto_renew,
-    };
-    let mut lock = Lock::new(config);
-    let (replicas, replica_timeout) = conns.replicas;
-    lock.require_replicas(replicas, replica_timeout);
+    let crate::driver::Prepared {
+        mut lock,
+        parts,
+        owned,
+        acquire_deadline,
+    } = crate::driver::prepare(&conns, config, started);
     lock.acquire(now())?;
     let mut attempt = Attempt {
         lock: Some(lock),
