@@ -580,6 +580,7 @@ def targets(agg, mem, rb_floor):
         if not m:
             continue
         out.append((f"S3 {LANG_LABEL[lang]} wait p99 ≤ 10 ms", f"{ms(m['p99_us'])} ms", m["p99_us"] <= 10_000))
+        out.append((f"S3 {LANG_LABEL[lang]} wait p99.9 ≤ 20 ms", f"{ms(m['p999_us'])} ms", m["p999_us"] <= 20_000))
         out.append((f"S3 {LANG_LABEL[lang]} fairness ≥ 0.5", f"{m['fair']:.2f}", m["fair"] >= 0.5))
         peer, who = best_peer(agg, lang, "s3", impls)
         if who:
@@ -602,6 +603,8 @@ def targets(agg, mem, rb_floor):
         if r["impl"] == "fencelock":
             out.append((f"Memory ({LANG_LABEL[r['lang']]}) ≤ 150 B/lock beyond key names",
                         f"{r['redis_bytes_beyond_names']:.0f} B", r["redis_bytes_beyond_names"] <= 150))
+            out.append((f"Memory ({LANG_LABEL[r['lang']]}) ≤ 2 KB client RSS per held lease",
+                        f"{fmt(r['rss_bytes_per_lease'])} B", r["rss_bytes_per_lease"] <= 2048))
     return out
 
 
