@@ -130,8 +130,13 @@ def test_watch_prints_one_line_per_change_until_count(redis_url: str, name: str)
 
 def test_watch_ends_on_ctrl_c_and_json_lines_have_times(redis_url: str, name: str) -> None:
     assert SCRIPT
+    # Ctrl-C reaches a terminal's foreground process with SIGINT at its
+    # default. A suite started in the background (`make test &`, CI) hands
+    # its children SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the child the terminal's default.
     proc = subprocess.Popen([SCRIPT, "--url", redis_url, "--json", "watch", name], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         record = json.loads(read_line(proc))
         assert record["name"] == name and record["held"] is False and record["time"].endswith("Z")
