@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
 use fencelock_core::{
@@ -15,7 +15,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::connection::{Connected, Node};
 use crate::connections::Connections;
-use crate::driver::{self, Job};
+use crate::driver::{self, Answer, Job};
 use crate::lease::{Granted, Lease};
 use crate::notify::Notifier;
 use crate::queue::{NameQueues, Place};
@@ -436,7 +436,7 @@ impl Client {
                 // (large: the command's future) is built there when first
                 // polled, not built here and copied in.
                 return Acquiring::Inline(Box::pin(async move {
-                    crate::inline::entered(runtime, crate::inline::acquire(start)).await
+                    crate::held::entered(runtime, crate::inline::acquire(start)).await
                 }));
             }
             place => place,
@@ -455,12 +455,7 @@ impl Client {
             }),
             &self.inner.handle,
         );
-        Acquiring::Actor(Answer {
-            rx,
-            cancelled,
-            place,
-            answered: false,
-        })
+        Acquiring::Actor(Answer::new(rx, cancelled, place))
     }
 
     /// What Redis says about `name` now, in one round trip per node (read
@@ -724,61 +719,10 @@ impl Future for Acquiring {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         match self.get_mut() {
-            Acquiring::Actor(answer) => std::pin::Pin::new(answer).poll(cx),
+            Acquiring::Actor(answer) => std::pin::Pin::new(answer)
+                .poll(cx)
+                .map(|r| r.map(Granted::from_actor)),
             Acquiring::Inline(attempt) => attempt.as_mut().poll(cx),
         }
-    }
-}
-
-/// Waiting for an actor's answer.
-pub(crate) struct Answer {
-    rx: oneshot::Receiver<Result<Granted, Error>>,
-    /// Shared with the actor and, through its turn, with the local queue.
-    cancelled: Arc<AtomicBool>,
-    /// Our place in line until the actor takes it.
-    place: crate::queue::SharedPlace,
-    answered: bool,
-}
-
-impl Answer {
-    /// The answer of an actor that took over an inline attempt (its place
-    /// in line is the actor's already).
-    pub(crate) fn new(
-        rx: oneshot::Receiver<Result<Granted, Error>>,
-        cancelled: Arc<AtomicBool>,
-    ) -> Self {
-        Answer {
-            rx,
-            cancelled,
-            place: Arc::new(std::sync::Mutex::new(None)),
-            answered: false,
-        }
-    }
-}
-
-impl Drop for Answer {
-    /// Dropped before the answer was taken: the actor is (or is about to be)
-    /// cancelling. Said here, synchronously, so the caller's very next
-    /// acquire of the same name already knows that the turn this one holds
-    /// is only held for its compensating release (see `queue.rs`).
-    fn drop(&mut self) {
-        if !self.answered {
-            self.cancelled.store(true, Ordering::Release);
-            // Not started yet: leave the line now, not when the task runs.
-            drop(self.place.lock().unwrap_or_else(|e| e.into_inner()).take());
-        }
-    }
-}
-
-impl Future for Answer {
-    type Output = Result<Granted, Error>;
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.rx).poll(cx).map(|r| {
-            self.answered = true;
-            r.unwrap_or_else(|_| Err(Error::redis(None, "the lock driver stopped unexpectedly")))
-        })
     }
 }

@@ -68,6 +68,19 @@ impl Connections {
         inspect.combine(views)
     }
 
+    /// One core command on its node, as the inline path runs them: a reply
+    /// whatever happens (see `Node::run`).
+    pub(crate) async fn run_one(
+        &self,
+        command: &Command,
+        acquire_deadline: Option<tokio::time::Instant>,
+    ) -> Reply {
+        let node = &self.nodes[command.node];
+        let retry_until = node.retry_bound(command, acquire_deadline, self.nodes.len());
+        node.run(command, retry_until, self.closed.subscribe())
+            .await
+    }
+
     /// Run `command(node)` on every node at once, each reply read by
     /// `read`: the fan-out of inspect and force-release (the core decides
     /// what the answers mean). `Closed` for `operation` once closed.

@@ -13,8 +13,11 @@
 //! (`Lock::accept_handoff`) instead of an attempt, or gives it back
 //! (`Lock::refuse_handoff`) if its caller left meanwhile.
 
-use std::sync::atomic::Ordering;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use fencelock_core::{
     Error, Event, Handoff, Instant, Lock, LockConfig, LockName, Operation, Progress, Wait,
@@ -23,8 +26,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::{now, to_tokio};
-use crate::connections::Connections;
-use crate::lease::{Granted, Lease, LeaseParts, Request, Shared};
+use crate::connections::{Connections, Owned};
+use crate::lease_state::{LeaseParts, Request, Shared};
 use crate::metrics;
 use crate::notify::Subscription;
 use crate::queue::{self, Candidate, Promise, SharedPlace, Turn, Waited};
@@ -49,7 +52,7 @@ pub(crate) struct Job {
     pub handoff: Option<Handoff>,
     /// When the caller called acquire (the wait bound runs from here).
     pub started: std::time::Instant,
-    pub reply: oneshot::Sender<Result<Granted, Error>>,
+    pub reply: Caller,
 }
 
 fn closed_error(name: &LockName) -> Error {
@@ -85,7 +88,7 @@ pub(crate) async fn run(job: Job) {
             // handing us the lock all the same: then give it back.
             if let Some(candidate) = candidate {
                 if let Some((turn, handoff)) = queue::abandon(&candidate).await {
-                    refuse(&conns, config, turn, handoff, &mut closed, started).await;
+                    refuse(&conns, config, turn, handoff, &mut closed).await;
                 }
             }
             return;
@@ -108,15 +111,13 @@ pub(crate) async fn run(job: Job) {
         let _ = reply.send(Err(e));
         return;
     }
-    let mut actor = Actor::new(
-        &conns,
-        Phase::Acquiring(reply),
-        Some(turn),
-        Some(parts),
+    let call = Call {
+        reply,
+        parts,
         acquire_deadline,
         started,
-        metrics::Seen::default(),
-    );
+    };
+    let mut actor = Actor::new(&conns, Some(turn), Some(call), metrics::Seen::default());
     actor.drive(&mut lock, &mut closed).await;
 }
 
@@ -127,7 +128,7 @@ pub(crate) struct Prepared {
     pub parts: LeaseParts,
     /// The token is this client's (`Client::inspect`'s `held_by_me`) while
     /// this lives.
-    pub owned: crate::connections::Owned,
+    pub owned: Owned,
     /// An acquire that cannot reach its node keeps trying to connect until
     /// the end of its wait (see `Node::run`).
     pub acquire_deadline: Option<tokio::time::Instant>,
@@ -171,30 +172,18 @@ pub(crate) fn prepare(
 /// wait, or to do more than one round: this actor takes the core's `Lock`
 /// where that future left it (its events not drained yet) and goes on as
 /// `run` would after its first attempt.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn resume(
     conns: Arc<Connections>,
     mut lock: Lock,
     turn: Turn,
-    owned: crate::connections::Owned,
-    parts: LeaseParts,
-    reply: Caller,
-    started: std::time::Instant,
-    acquire_deadline: Option<tokio::time::Instant>,
+    owned: Owned,
+    call: Call,
     seen: metrics::Seen,
 ) {
     let _owned = owned;
     let mut closed = conns.closed.subscribe();
     // What the inline attempt recorded already is not counted twice.
-    let mut actor = Actor::new(
-        &conns,
-        Phase::Acquiring(reply),
-        Some(turn),
-        Some(parts),
-        acquire_deadline,
-        started,
-        seen,
-    );
+    let mut actor = Actor::new(&conns, Some(turn), Some(call), seen);
     if *closed.borrow_and_update() {
         actor.on_closed(&mut lock);
     }
@@ -208,20 +197,12 @@ pub(crate) async fn finish(
     conns: Arc<Connections>,
     mut lock: Lock,
     turn: Option<Turn>,
-    owned: Option<crate::connections::Owned>,
+    owned: Option<Owned>,
     seen: metrics::Seen,
 ) {
     let _owned = owned;
     let mut closed = conns.closed.subscribe();
-    let mut actor = Actor::new(
-        &conns,
-        Phase::Finishing,
-        turn,
-        None,
-        None,
-        std::time::Instant::now(),
-        seen,
-    );
+    let mut actor = Actor::new(&conns, turn, None, seen);
     actor.drive(&mut lock, &mut closed).await;
 }
 
@@ -286,7 +267,6 @@ async fn refuse(
     turn: Turn,
     handoff: Handoff,
     closed: &mut watch::Receiver<bool>,
-    started: std::time::Instant,
 ) {
     turn.only_compensating();
     let name = config.name.clone();
@@ -298,19 +278,91 @@ async fn refuse(
         return;
     }
     tracing::debug!(lock = %name, "handed the lock after the caller left; releasing");
-    let mut actor = Actor::new(
-        conns,
-        Phase::Finishing,
-        Some(turn),
-        None,
-        None,
-        started,
-        metrics::Seen::default(),
-    );
+    let mut actor = Actor::new(conns, Some(turn), None, metrics::Seen::default());
     actor.drive(&mut lock, closed).await;
 }
 
-pub(crate) type Caller = oneshot::Sender<Result<Granted, Error>>;
+/// An acquire's caller and what its grant needs.
+pub(crate) struct Call {
+    pub reply: Caller,
+    pub parts: LeaseParts,
+    /// When an acquire that cannot reach its node stops trying.
+    pub acquire_deadline: Option<tokio::time::Instant>,
+    /// When the caller called acquire (its wait time runs from here).
+    pub started: std::time::Instant,
+}
+
+/// Where the acquire's answer goes.
+pub(crate) type Caller = oneshot::Sender<Result<Won, Error>>;
+
+/// What an actor hands its caller when the lock is won: the lease's parts
+/// and the channel its requests come down (`Granted::from_actor` makes the
+/// lease). Dropped undelivered, the channel closes and the actor releases.
+pub(crate) struct Won {
+    pub parts: LeaseParts,
+    pub fence: u64,
+    pub shared: Arc<Shared>,
+    pub requests: mpsc::UnboundedSender<Request>,
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// The caller's side of an actor: waits for its answer.
+pub(crate) struct Answer {
+    rx: oneshot::Receiver<Result<Won, Error>>,
+    /// Shared with the actor and, through its turn, with the local queue.
+    cancelled: Arc<AtomicBool>,
+    /// Our place in line until the actor takes it.
+    place: SharedPlace,
+    answered: bool,
+}
+
+impl Answer {
+    pub(crate) fn new(
+        rx: oneshot::Receiver<Result<Won, Error>>,
+        cancelled: Arc<AtomicBool>,
+        place: SharedPlace,
+    ) -> Self {
+        Answer {
+            rx,
+            cancelled,
+            place,
+            answered: false,
+        }
+    }
+
+    /// The answer of an actor that took over an inline attempt (its place
+    /// in line is the actor's already).
+    pub(crate) fn taken_over(
+        rx: oneshot::Receiver<Result<Won, Error>>,
+        cancelled: Arc<AtomicBool>,
+    ) -> Self {
+        Answer::new(rx, cancelled, Arc::new(std::sync::Mutex::new(None)))
+    }
+}
+
+impl Drop for Answer {
+    /// Dropped before the answer was taken: the actor is (or is about to be)
+    /// cancelling. Said here, synchronously, so the caller's very next
+    /// acquire of the same name already knows that the turn this one holds
+    /// is only held for its compensating release (see `queue.rs`).
+    fn drop(&mut self) {
+        if !self.answered {
+            self.cancelled.store(true, Ordering::Release);
+            // Not started yet: leave the line now, not when the task runs.
+            drop(self.place.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
+    }
+}
+
+impl Future for Answer {
+    type Output = Result<Won, Error>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx).poll(cx).map(|r| {
+            self.answered = true;
+            r.unwrap_or_else(|_| Err(Error::redis(None, "the lock driver stopped unexpectedly")))
+        })
+    }
+}
 
 /// Where the actor is with the outside world: who may still ask something
 /// of this lock. What the lock itself has left to do is the core's answer
@@ -420,16 +472,23 @@ struct Actor<'a> {
 }
 
 impl<'a> Actor<'a> {
-    #[allow(clippy::too_many_arguments)]
+    /// `call`: the acquire caller waiting for the grant; `None`: nobody
+    /// waits, the actor finishes what the core has under way.
     fn new(
         conns: &'a Arc<Connections>,
-        phase: Phase,
         turn: Option<Turn>,
-        lease_parts: Option<LeaseParts>,
-        acquire_deadline: Option<tokio::time::Instant>,
-        started: std::time::Instant,
+        call: Option<Call>,
         seen: metrics::Seen,
     ) -> Self {
+        let (phase, lease_parts, acquire_deadline, started) = match call {
+            Some(call) => (
+                Phase::Acquiring(call.reply),
+                Some(call.parts),
+                call.acquire_deadline,
+                call.started,
+            ),
+            None => (Phase::Finishing, None, None, std::time::Instant::now()),
+        };
         Actor {
             conns,
             phase,
@@ -629,17 +688,16 @@ impl<'a> Actor<'a> {
             Event::Acquired { fence, .. } => {
                 self.subscription = None;
                 self.shared.publish(lock);
-                let (tx, rx) = mpsc::unbounded_channel();
-                let parts = self.lease_parts.take().expect("acquired once");
-                let lease = Lease::new(
-                    parts,
+                let (requests, rx) = mpsc::unbounded_channel();
+                let won = Won {
+                    parts: self.lease_parts.take().expect("acquired once"),
                     fence,
-                    Arc::clone(&self.shared),
-                    crate::lease::Backend::Actor(tx),
-                    tokio::runtime::Handle::current(),
-                );
+                    shared: Arc::clone(&self.shared),
+                    requests,
+                    runtime: tokio::runtime::Handle::current(),
+                };
                 let delivered = match self.take_caller() {
-                    Some(caller) => caller.send(Ok(Granted::new(lease))).is_ok(),
+                    Some(caller) => caller.send(Ok(won)).is_ok(),
                     None => false,
                 };
                 if delivered {

@@ -14,38 +14,24 @@
 //!
 //! The local line sees an inline lease as any other: it holds the turn
 //! until released, lost or dropped, and its release hands the lock to the
-//! first local waiter (`Lock::release_to`). With no timer of its own, the
-//! lease asks the core about its validity when read (`look`), and arms a
-//! timer (`watch`) once someone waits for its loss or lines up behind it.
+//! first local waiter (`Lock::release_to`). The won lease's cell, and how
+//! its extend and release run, are `held.rs`.
 
-use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use fencelock_core::{
-    Command, CommandId, Error, Event, Lock, LockConfig, Operation, Progress, Reply, State, Ttl,
+    CommandId, Error, Event, Lock, LockConfig, Operation, Progress, Reply, State,
 };
 use tokio::runtime::Handle;
 
-use crate::clock::{now, to_tokio};
+use crate::clock::now;
 use crate::connections::{Connections, Owned};
-use crate::lease::{Backend, Granted, Lease, LeaseParts, Shared};
+use crate::driver::{self, Answer, Prepared};
+use crate::held;
+use crate::lease::{Backend, Granted, Lease};
+use crate::lease_state::{LeaseParts, Shared};
 use crate::metrics;
-use crate::queue::{Cancelled, Promise, Turn};
-
-/// An inline lease's state, shared by its [`Lease`] and, while they run,
-/// a request dropped mid-flight and the validity timer (weakly).
-pub(crate) type HeldCell = Arc<tokio::sync::Mutex<Held>>;
-
-/// Poll `future` inside the client's runtime: its IO and timers belong to
-/// that runtime, whatever executor polls the caller's future.
-pub(crate) async fn entered<F: Future>(runtime: Handle, future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| {
-        let _entered = runtime.enter();
-        future.as_mut().poll(cx)
-    })
-    .await
-}
+use crate::queue::{Cancelled, Turn};
 
 /// What an inline acquire starts from; the turn was free.
 pub(crate) struct Start {
@@ -108,7 +94,7 @@ impl Drop for Attempt {
         let conns = Arc::clone(&self.conns);
         let (turn, owned) = (self.turn.take(), self.owned.take());
         let seen = std::mem::take(&mut self.seen);
-        let finish = crate::driver::finish(Arc::clone(&conns), lock, turn, owned, seen);
+        let finish = driver::finish(Arc::clone(&conns), lock, turn, owned, seen);
         conns.actors.spawn_on(finish, &self.runtime);
     }
 }
@@ -124,12 +110,12 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
         started,
         runtime,
     } = *start;
-    let crate::driver::Prepared {
+    let Prepared {
         mut lock,
         parts,
         owned,
         acquire_deadline,
-    } = crate::driver::prepare(&conns, config, started);
+    } = driver::prepare(&conns, config, started);
     lock.acquire(now())?;
     let mut attempt = Attempt {
         lock: Some(lock),
@@ -143,7 +129,7 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
     };
     if let Some(command) = attempt.lock().poll_command() {
         attempt.sent = Some(command.id);
-        let reply = run(&conns, &command, acquire_deadline).await;
+        let reply = conns.run_one(&command, acquire_deadline).await;
         attempt.sent = None;
         let lock = attempt.lock.as_mut().expect("until taken");
         lock.handle_reply(now(), command.id, reply);
@@ -178,26 +164,25 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
             let turn = attempt.turn.take().expect("until taken");
             let owned = attempt.owned.take().expect("until taken");
             let (reply, rx) = tokio::sync::oneshot::channel();
-            let actor = crate::driver::resume(
-                Arc::clone(&conns),
-                lock,
-                turn,
-                owned,
-                parts,
+            let call = driver::Call {
                 reply,
-                started,
+                parts,
                 acquire_deadline,
-                std::mem::take(&mut attempt.seen),
-            );
+                started,
+            };
+            let seen = std::mem::take(&mut attempt.seen);
+            let actor = driver::resume(Arc::clone(&conns), lock, turn, owned, call, seen);
             conns.actors.spawn_on(actor, &attempt.runtime);
             let cancelled = Arc::clone(&attempt.cancelled);
             drop(attempt);
-            crate::client::Answer::new(rx, cancelled).await
+            Answer::taken_over(rx, cancelled)
+                .await
+                .map(Granted::from_actor)
         }
     }
 }
 
-/// The attempt won: the lease, its core kept in a [`Held`] cell.
+/// The attempt won: the lease, its core kept in a `held::hold` cell.
 fn grant(mut attempt: Attempt, parts: LeaseParts, started: std::time::Instant) -> Granted {
     let mut lock = attempt.lock.take().expect("until taken");
     let shared = Arc::new(Shared::new());
@@ -212,330 +197,16 @@ fn grant(mut attempt: Attempt, parts: LeaseParts, started: std::time::Instant) -
     }
     metrics::acquired(lock.name(), started, lock.stats().granted_attempt_sent);
     let runtime = attempt.runtime.clone();
-    let cell: HeldCell = Arc::new(tokio::sync::Mutex::new(Held {
-        lock: Some(lock),
-        turn: attempt.turn.take(),
-        promise: None,
-        owned: attempt.owned.take(),
-        conns: Arc::downgrade(&attempt.conns),
-        shared: Arc::clone(&shared),
-        runtime: runtime.clone(),
-        seen: std::mem::take(&mut attempt.seen),
-        sent: Vec::new(),
-        asked: None,
-        answer: None,
-    }));
-    {
-        let mut held = cell.try_lock().expect("nobody else has it yet");
-        for event in others {
-            held.on_event(event);
-        }
-        // Someone lining up behind us needs our loss noticed in time.
-        if let Some(turn) = &held.turn {
-            let weak = Arc::downgrade(&cell);
-            let (shared, runtime) = (Arc::clone(&shared), runtime.clone());
-            turn.when_waited_for(Box::new(move || {
-                if shared.start_watching() {
-                    arm(weak, &runtime);
-                }
-            }));
-        }
-    }
+    let cell = held::hold(
+        lock,
+        attempt.turn.take(),
+        attempt.owned.take(),
+        &attempt.conns,
+        Arc::clone(&shared),
+        runtime.clone(),
+        std::mem::take(&mut attempt.seen),
+        others,
+    );
     let lease = Lease::new(parts, fence, shared, Backend::Inline(cell), runtime);
     Granted::new(lease)
-}
-
-/// One core command on its node: a reply whatever happens (see `Node::run`).
-async fn run(
-    conns: &Connections,
-    command: &Command,
-    acquire_deadline: Option<tokio::time::Instant>,
-) -> Reply {
-    let node = &conns.nodes[command.node];
-    let retry_until = node.retry_bound(command, acquire_deadline, conns.nodes.len());
-    node.run(command, retry_until, conns.closed.subscribe())
-        .await
-}
-
-/// An inline lease's core and what it holds with it (see `Lease`).
-pub(crate) struct Held {
-    /// `Some` until dropped (an unclaimed grant's release takes it).
-    lock: Option<Lock>,
-    turn: Option<Turn>,
-    /// The waiter our release in flight hands the lock to (with `turn`).
-    promise: Option<Promise>,
-    owned: Option<Owned>,
-    conns: Weak<Connections>,
-    shared: Arc<Shared>,
-    runtime: Handle,
-    seen: metrics::Seen,
-    /// Commands sent whose replies the core has not had.
-    sent: Vec<CommandId>,
-    /// The request a caller waits on, and its answer once the core gave it.
-    asked: Option<Operation>,
-    answer: Option<Result<(), Error>>,
-}
-
-impl Held {
-    fn lock(&mut self) -> &mut Lock {
-        self.lock.as_mut().expect("until dropped")
-    }
-
-    pub(crate) fn extend(&mut self, ttl: Option<Ttl>) -> Result<(), Error> {
-        self.lock().extend(now(), ttl)
-    }
-
-    /// A waiter of ours in line gets the lock in the same round trip.
-    pub(crate) fn release(&mut self) -> Result<(), Error> {
-        let promise = self.turn.as_ref().and_then(Turn::promise_next);
-        let at = now();
-        let lock = self.lock();
-        let released = match &promise {
-            Some(promise) => lock.release_to(at, promise.successor().clone()),
-            None => lock.release(at),
-        };
-        // Refused: the promise, dropped, puts the waiter back.
-        if released.is_ok() {
-            self.promise = promise;
-        }
-        released
-    }
-
-    /// Let the core see the time: a validity that ran out is a loss.
-    fn look(&mut self) {
-        let lock = self.lock();
-        let at = now();
-        if lock.poll_timeout().is_some_and(|t| t <= at) {
-            lock.handle_timeout(at);
-            while let Some(event) = self.lock().poll_event() {
-                self.on_event(event);
-            }
-        }
-    }
-
-    /// Drive the core until nothing a caller waits for is under way.
-    async fn settle(&mut self, conns: &Connections) {
-        loop {
-            while let Some(event) = self.lock().poll_event() {
-                self.on_event(event);
-            }
-            let first = self.lock().poll_command();
-            if let Some(first) = first {
-                match self.lock().poll_command() {
-                    // One node: one command at a time, run as it is.
-                    None => {
-                        self.sent.push(first.id);
-                        let reply = run(conns, &first, None).await;
-                        self.sent.clear();
-                        self.lock().handle_reply(now(), first.id, reply);
-                    }
-                    Some(second) => {
-                        let mut commands = vec![first, second];
-                        while let Some(more) = self.lock().poll_command() {
-                            commands.push(more);
-                        }
-                        self.sent.extend(commands.iter().map(|c| c.id));
-                        let runs = commands.iter().map(|c| run(conns, c, None));
-                        let replies = futures_util::future::join_all(runs).await;
-                        self.sent.clear();
-                        let at = now();
-                        for (command, reply) in commands.iter().zip(replies) {
-                            self.lock().handle_reply(at, command.id, reply);
-                        }
-                    }
-                }
-                let lock = self.lock.as_ref().expect("until dropped");
-                self.seen.record(lock.name(), lock.stats());
-                continue;
-            }
-            let lock = self.lock.as_ref().expect("until dropped");
-            self.shared.publish(lock);
-            if lock.progress() != Progress::Underway {
-                return;
-            }
-            match lock.poll_timeout() {
-                Some(at) => {
-                    tokio::time::sleep_until(to_tokio(at)).await;
-                    self.lock().handle_timeout(now());
-                }
-                None => return,
-            }
-        }
-    }
-
-    fn on_event(&mut self, event: Event) {
-        let asked = self.asked;
-        match event {
-            Event::Extended { .. } => {
-                self.shared
-                    .publish(self.lock.as_ref().expect("until dropped"));
-                if asked == Some(Operation::Extend) {
-                    self.answer = Some(Ok(()));
-                }
-            }
-            Event::ExtendFailed(e) => {
-                if asked == Some(Operation::Extend) {
-                    self.answer = Some(Err(e));
-                }
-            }
-            Event::Released(result) => {
-                self.turn = None;
-                self.shared.mark_over();
-                let name = self.lock.as_ref().expect("until dropped").name();
-                if asked == Some(Operation::Release) {
-                    metrics::released(name, &result);
-                    self.answer = Some(result);
-                } else if let Err(e) = result {
-                    tracing::debug!(lock = %name, error = %e, "release finished with an error");
-                }
-            }
-            Event::Handoff(handoff) => match (self.turn.take(), self.promise.take()) {
-                (Some(turn), Some(promise)) => turn.hand_over(promise, handoff),
-                _ => unreachable!("a handoff comes only for a release_to made holding the turn"),
-            },
-            Event::NotPublished => {
-                if let Some(conns) = self.conns.upgrade() {
-                    let name = self.lock.as_ref().expect("until dropped").name();
-                    crate::driver::not_published(&conns, name);
-                }
-            }
-            Event::Lost => {
-                self.shared.mark_lost();
-                let name = self.lock.as_ref().expect("until dropped").name();
-                tracing::warn!(lock = %name, "lease lost");
-                metrics::lost(name);
-                if self.promise.is_none() {
-                    self.turn = None;
-                }
-            }
-            // Not in a held lease's life.
-            Event::Subscribe
-            | Event::Unsubscribe
-            | Event::Acquired { .. }
-            | Event::AcquireFailed(_) => {}
-        }
-    }
-}
-
-impl Drop for Held {
-    /// Won, but nobody claimed the lease: release it (in a task), do not
-    /// leave it held. Claimed and dropped: the key expires by its TTL.
-    fn drop(&mut self) {
-        let Some(mut lock) = self.lock.take() else {
-            return;
-        };
-        if self.shared.is_claimed() || lock.progress() != Progress::Holding {
-            return;
-        }
-        let Some(conns) = self.conns.upgrade() else {
-            return;
-        };
-        if *conns.closed.borrow() {
-            return;
-        }
-        tracing::debug!(lock = %lock.name(), "lease never claimed; releasing");
-        if lock.release(now()).is_ok() {
-            let finish = crate::driver::finish(
-                Arc::clone(&conns),
-                lock,
-                self.turn.take(),
-                self.owned.take(),
-                std::mem::take(&mut self.seen),
-            );
-            conns.actors.spawn_on(finish, &self.runtime);
-        }
-    }
-}
-
-/// A request being driven: dropped mid-flight, what it sent is `Unknown`
-/// to the core and the rest runs in a task.
-struct Running(Option<tokio::sync::OwnedMutexGuard<Held>>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let Some(mut held) = self.0.take() else {
-            return;
-        };
-        held.asked = None;
-        held.answer = None;
-        let at = now();
-        for id in std::mem::take(&mut held.sent) {
-            held.lock()
-                .handle_reply(at, id, Reply::Unknown("the caller stopped waiting".into()));
-        }
-        let Some(conns) = held.conns.upgrade() else {
-            return;
-        };
-        let runtime = held.runtime.clone();
-        let tracker = conns.actors.clone();
-        tracker.spawn_on(
-            async move {
-                held.settle(&conns).await;
-            },
-            &runtime,
-        );
-    }
-}
-
-/// An extend or a release of an inline lease, started by `start` and
-/// driven here; `None` if the client was closed (the lease's `gone`).
-pub(crate) async fn request(
-    cell: &HeldCell,
-    runtime: &Handle,
-    asked: Operation,
-    start: impl FnOnce(&mut Held) -> Result<(), Error>,
-) -> Option<Result<(), Error>> {
-    entered(runtime.clone(), async {
-        let held = Arc::clone(cell).lock_owned().await;
-        let conns = held.conns.upgrade().filter(|c| !*c.closed.borrow())?;
-        let mut running = Running(Some(held));
-        let held = running.0.as_mut().expect("just set");
-        held.look();
-        if let Err(e) = start(held) {
-            running.0 = None;
-            return Some(Err(e));
-        }
-        held.asked = Some(asked);
-        held.settle(&conns).await;
-        let mut held = running.0.take().expect("until done");
-        held.asked = None;
-        let answer = held.answer.take();
-        let name = held.lock().name().clone();
-        Some(answer.unwrap_or_else(|| Err(Error::redis(Some(&name), "no answer from the lock"))))
-    })
-    .await
-}
-
-/// [`Lease::lost`] of an inline lease: the core looks at the time, unless
-/// a request is driving it right now (that one looks too).
-pub(crate) fn look(cell: &HeldCell) {
-    if let Ok(mut held) = cell.try_lock() {
-        held.look();
-    }
-}
-
-/// Someone waits for this lease's loss: run its validity timer.
-pub(crate) fn watch(cell: &HeldCell, shared: &Shared, runtime: &Handle) {
-    if shared.start_watching() {
-        arm(Arc::downgrade(cell), runtime);
-    }
-}
-
-/// The validity timer: sleeps until the core's next timeout and lets it
-/// look, until the lease is released, lost or dropped.
-fn arm(weak: Weak<tokio::sync::Mutex<Held>>, runtime: &Handle) {
-    runtime.spawn(async move {
-        loop {
-            let at = {
-                let Some(cell) = weak.upgrade() else { return };
-                let mut held = cell.lock().await;
-                held.look();
-                match held.lock().poll_timeout() {
-                    Some(at) => at,
-                    None => return,
-                }
-            };
-            tokio::time::sleep_until(to_tokio(at)).await;
-        }
-    });
 }

@@ -1,119 +1,22 @@
-//! [`Lease`]: a held lock. Getters are synchronous reads of state the lease's
-//! actor publishes ([`Shared`]); `extend`/`release` are [`Request`]s to that
-//! actor. [`Granted`]: a lease on its way to its caller, released if it never
-//! arrives.
+//! [`Lease`]: a held lock. Getters are synchronous reads of the state its
+//! driver publishes (`Shared`); `extend`/`release` go to that driver: a
+//! `Request` to its actor, or the inline cell driven in the caller's future
+//! (`held.rs`). [`Granted`]: a lease on its way to its caller, released if
+//! it never arrives.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use fencelock_core::{
-    Error, FencedWrite, Inspect, Kind, Lock, LockKeys, LockName, Operation, Token, Ttl, Writer,
+    Error, FencedWrite, Inspect, Kind, LockKeys, LockName, Operation, Token, Ttl, Writer,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::clock;
 use crate::connections::Connections;
-
-/// How a lease ended, as far as its holder can learn: the one loss watcher
-/// ([`Lease::on_lost`], [`Lease::lost_signal`]) waits on this.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fate {
-    Held,
-    /// Renewal, extend or release found it gone, or its validity ran out.
-    Lost,
-    /// Released (or the release failed) before it was lost: it never will be.
-    Released,
-}
-
-/// Getters the lease reads without talking to the actor; written by the actor.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// Validity deadline as nanoseconds since the epoch; 0 = none/released.
-    valid_until_ns: AtomicU64,
-    lost: AtomicBool,
-    /// Released (or the release failed): nothing is valid any more.
-    over: AtomicBool,
-    /// The acquire caller took the lease (see [`Granted`]). A lease dropped
-    /// before that is released at once instead of being left to expire.
-    claimed: AtomicBool,
-    /// An inline lease's validity timer runs (see `inline::watch`).
-    watched: AtomicBool,
-    fate: watch::Sender<Fate>,
-}
-
-impl Shared {
-    pub(crate) fn new() -> Self {
-        Shared {
-            valid_until_ns: AtomicU64::new(0),
-            lost: AtomicBool::new(false),
-            over: AtomicBool::new(false),
-            claimed: AtomicBool::new(false),
-            watched: AtomicBool::new(false),
-            fate: watch::Sender::new(Fate::Held),
-        }
-    }
-
-    fn valid_for(&self) -> Duration {
-        if self.is_lost() || self.over.load(Ordering::Acquire) {
-            return Duration::ZERO;
-        }
-        let until = self.valid_until_ns.load(Ordering::Acquire);
-        let now = clock::epoch().elapsed().as_nanos() as u64;
-        Duration::from_nanos(until.saturating_sub(now))
-    }
-
-    fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn is_claimed(&self) -> bool {
-        self.claimed.load(Ordering::Acquire)
-    }
-
-    /// `true` the first time only: whoever gets it starts the timer.
-    pub(crate) fn start_watching(&self) -> bool {
-        !self.watched.swap(true, Ordering::AcqRel)
-    }
-
-    /// Copy what the getters show from the core.
-    pub(crate) fn publish(&self, lock: &Lock) {
-        let until = lock.valid_until().map(clock::nanos).unwrap_or(0);
-        self.valid_until_ns.store(until, Ordering::Release);
-        // The core owns the lost flag; the lease's getters read this copy.
-        if lock.is_lost() && !self.is_lost() {
-            self.mark_lost();
-        }
-    }
-
-    /// Lost: marked before anything reports it, so whatever reports the
-    /// loss (a log handler, a callback) finds the lease already lost.
-    pub(crate) fn mark_lost(&self) {
-        self.lost.store(true, Ordering::Release);
-        self.fate.send_replace(Fate::Lost);
-    }
-
-    /// Released (whatever the outcome); a lost lease stays lost.
-    pub(crate) fn mark_over(&self) {
-        self.over.store(true, Ordering::Release);
-        self.fate.send_if_modified(|fate| {
-            let held = *fate == Fate::Held;
-            if held {
-                *fate = Fate::Released;
-            }
-            held
-        });
-    }
-}
-
-/// What a lease asks its actor to do.
-pub(crate) enum Request {
-    Extend(Option<Ttl>, oneshot::Sender<Result<(), Error>>),
-    Release(oneshot::Sender<Result<(), Error>>),
-    /// No answer: the core decides what is left to stop.
-    StopRenewing,
-}
+use crate::driver::Won;
+use crate::held::{self, HeldCell};
+use crate::lease_state::{Fate, LeaseParts, Request, Shared};
 
 /// A held lock. Dropping it without [`Lease::release`] stops any
 /// auto-renewal and leaves the key to expire by its TTL.
@@ -141,19 +44,7 @@ pub(crate) enum Backend {
     Actor(mpsc::UnboundedSender<Request>),
     /// Nobody until asked (the fast path, see `inline.rs`): extend and
     /// release drive the core in the caller's future.
-    Inline(crate::inline::HeldCell),
-}
-
-/// The parts of a [`Lease`] known before the lock is won.
-pub(crate) struct LeaseParts {
-    pub name: LockName,
-    pub kind: Kind,
-    pub keys: LockKeys,
-    /// Weak: a lease does not keep a closed client's connections open.
-    pub conns: Weak<Connections>,
-    pub token: String,
-    pub ttl: Duration,
-    pub auto_renew: bool,
+    Inline(HeldCell),
 }
 
 impl Lease {
@@ -235,7 +126,7 @@ impl Lease {
     pub fn lost(&self) -> bool {
         if let Backend::Inline(cell) = &self.backend {
             // No timer runs for it: the core looks at its validity now.
-            crate::inline::look(cell);
+            held::look(cell);
         }
         self.shared.is_lost()
     }
@@ -243,7 +134,7 @@ impl Lease {
     /// An inline lease has no timer until someone watches for its loss.
     fn watched(&self) {
         if let Backend::Inline(cell) = &self.backend {
-            crate::inline::watch(cell, &self.shared, &self.runtime);
+            held::watch(cell, &self.shared, &self.runtime);
         }
     }
 
@@ -251,7 +142,7 @@ impl Lease {
     /// never resolves if it is released first.
     pub async fn lost_signal(&self) {
         self.watched();
-        let mut fate = self.shared.fate.subscribe();
+        let mut fate = self.shared.fate();
         if fate.wait_for(|fate| *fate == Fate::Lost).await.is_err() {
             std::future::pending::<()>().await;
         }
@@ -268,7 +159,7 @@ impl Lease {
         // Only a receiver: the watcher does not keep the lease's state alive,
         // so it ends when the lease and its actor are gone.
         self.watched();
-        let mut fate = self.shared.fate.subscribe();
+        let mut fate = self.shared.fate();
         let runtime = self.runtime.clone();
         self.runtime.spawn(async move {
             let lost = matches!(
@@ -291,7 +182,7 @@ impl Lease {
     pub async fn extend_ttl(&self, ttl: Option<Ttl>) -> Result<(), Error> {
         if let Backend::Inline(cell) = &self.backend {
             let op = Operation::Extend;
-            return crate::inline::request(cell, &self.runtime, op, |held| held.extend(ttl))
+            return held::request(cell, &self.runtime, op, |held| held.extend(ttl))
                 .await
                 .unwrap_or_else(|| Err(self.gone(op)));
         }
@@ -319,7 +210,7 @@ impl Lease {
     pub async fn release(&self) -> Result<(), Error> {
         if let Backend::Inline(cell) = &self.backend {
             let op = Operation::Release;
-            return crate::inline::request(cell, &self.runtime, op, |held| held.release())
+            return held::request(cell, &self.runtime, op, |held| held.release())
                 .await
                 .unwrap_or_else(|| Err(self.gone(op)));
         }
@@ -464,6 +355,24 @@ impl Granted {
         Granted(lease)
     }
 
+    /// The lease an actor won (see `driver::Won`).
+    pub(crate) fn from_actor(won: Won) -> Self {
+        let Won {
+            parts,
+            fence,
+            shared,
+            requests,
+            runtime,
+        } = won;
+        Granted(Lease::new(
+            parts,
+            fence,
+            shared,
+            Backend::Actor(requests),
+            runtime,
+        ))
+    }
+
     /// The lease, to read before deciding to keep it.
     pub fn lease(&self) -> &Lease {
         &self.0
@@ -471,7 +380,7 @@ impl Granted {
 
     /// Take the lease: the caller has it now.
     pub fn claim(self) -> Lease {
-        self.0.shared.claimed.store(true, Ordering::Release);
+        self.0.shared.claim();
         self.0
     }
 }

@@ -30,19 +30,22 @@ fn tasks() -> usize {
         .num_alive_tasks()
 }
 
+/// A client that took and released one inline lease already: its
+/// connections are open and no actor is left finishing when tasks are
+/// counted.
+async fn warmed_up(url: &str) -> Client {
+    let client = Client::connect(url).await.unwrap();
+    let warm = LockOptions::new(secs(10));
+    let lease = client.acquire("warm", &warm).await.unwrap();
+    lease.release().await.unwrap();
+    client
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn an_uncontended_acquire_and_its_release_spawn_no_task() {
     let (url, _server) = redis_url();
-    let client = Client::connect(url.as_str()).await.unwrap();
+    let client = warmed_up(&url).await;
     let options = LockOptions::new(secs(10));
-    // Warm up: the first acquire may open connections.
-    client
-        .acquire("warm", &options)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
 
     let name = unique("inline");
     let before = tasks();
@@ -238,17 +241,8 @@ async fn extend_and_release_after_loss_are_lock_lost() {
 #[tokio::test(flavor = "current_thread")]
 async fn an_auto_renewing_lease_takes_the_actor_path_and_renews() {
     let (url, _server) = redis_url();
-    let client = Client::connect(url.as_str()).await.unwrap();
+    let client = warmed_up(&url).await;
     let options = LockOptions::new(ms(300)).auto_renew(true);
-    // Warm up inline: no actor is left finishing when we count.
-    let warm = LockOptions::new(ms(300));
-    client
-        .acquire("warm", &warm)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
     let name = unique("renewing");
     let before = tasks();
     let lease = client.acquire(&name, &options).await.unwrap();
