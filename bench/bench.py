@@ -608,6 +608,44 @@ def targets(agg, mem, rb_floor):
     return out
 
 
+README_BEGIN = "<!-- bench:begin"
+README_END = "<!-- bench:end -->"
+
+
+def readme_summary(a, agg, mem, rb, took, loads, when: float) -> list[str]:
+    """The README's Performance figures: this full run's headline and targets."""
+    rb_floor = med(rb) / 2
+    at = datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
+    met = targets(agg, mem, rb_floor)
+    out = [
+        f"{README_BEGIN} (written by `make bench` from its last full run; edits here are overwritten) -->",
+        f"Last full run: `make bench` on {at:%Y-%m-%d %H:%M} UTC, "
+        f"{os.cpu_count()} cores, {took:.0f} s, {a.rounds} rounds × {a.secs:g} s per measurement; "
+        f"load average (1 / 5 / 15 min) {load_txt(loads[0])} at the start, {load_txt(loads[1])} at the end "
+        "(above 1: other work shared the cores, so compare ratios within the run, not absolute figures "
+        "across runs). Every peer, p50/p99, CPU per cycle and memory: [bench/results.md](bench/results.md).",
+        "",
+    ]
+    out += headline(agg, rb_floor)
+    out += ["", f"Targets: {sum(ok for _, _, ok in met)} of {len(met)} met in this run.", "",
+            "| target | measured | verdict |", "| --- | --- | --- |"]
+    out += [f"| {name} | {measured} | {'met' if ok else '**missed**'} |" for name, measured, ok in met]
+    out.append(README_END)
+    return out
+
+
+def update_readme(path: str, block: list[str]) -> None:
+    """Replace the marked block of the README (left alone if the markers are missing)."""
+    with open(path) as f:
+        text = f.read()
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        failed(f"{path}: no {README_BEGIN} ... {README_END} block to update")
+        return
+    with open(path, "w") as f:
+        f.write(text[:start] + "\n".join(block) + text[end + len(README_END):])
+
+
 def rerender(a) -> None:
     """Rebuild the table from the raw JSON lines of an earlier run."""
     records, mem, rb, meta, wb = [], [], [], {}, []
@@ -631,6 +669,9 @@ def rerender(a) -> None:
         a.rounds = max(sum(1 for r in records if (r["lang"], r["scenario"]) == ("rust", "s1") and r["impl"] == "fencelock"), 1)
     loads = tuple(meta.get("loads", [float("nan"), float("nan")]))  # [1-min] or [[1, 5, 15 min]] per end
     write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, meta.get("took", float("nan")), loads, wb)
+    if a.readme and not a.quick:
+        update_readme(a.readme, readme_summary(a, aggregate(records), mem, rb or [float("nan")],
+                                               meta.get("took", float("nan")), loads, meta.get("at", time.time())))
 
 
 def cpu_model() -> str:
@@ -656,6 +697,7 @@ def main() -> None:
     ap.add_argument("--versions", default="")
     ap.add_argument("--only", default="", help="comma-separated scenarios (s1,s2,s3,s3p,s4,s1r,sem,rw,mem)")
     ap.add_argument("--from-raw", action="store_true", help="only re-render --out from an earlier --raw file")
+    ap.add_argument("--readme", default="", help="a full run also writes its summary into this README's bench block")
     a = ap.parse_args()
     a.rounds, a.secs, a.leases = (1, 0.3, 1000) if a.quick else (3, 1.5, 10_000)
     if a.from_raw:
@@ -712,12 +754,15 @@ def main() -> None:
                       f"(beyond names {r['redis_bytes_beyond_names']:.0f}), rss {r['rss_bytes_per_lease']:.0f} B/lease", file=sys.stderr)
             mem += res
     load1 = list(os.getloadavg())
-    meta = {"meta": True, "took": time.time() - started, "loads": [load0, load1],
+    meta = {"meta": True, "at": started, "took": time.time() - started, "loads": [load0, load1],
             "versions": a.versions, "quick": a.quick, "rounds": a.rounds, "secs": a.secs, "leases": a.leases}
     raw.write(json.dumps(meta) + "\n")
     raw.close()
-    write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, time.time() - started,
-                  (load0, load1), wb)
+    took = time.time() - started
+    write_results(a, aggregate(records), mem, rb or [float("nan")], records, a.out, took, (load0, load1), wb)
+    if a.readme and not a.quick:
+        update_readme(a.readme, readme_summary(a, aggregate(records), mem, rb or [float("nan")], took, (load0, load1),
+                                               started))
     print(f"bench: wrote {a.out} ({time.time() - started:.0f} s)", file=sys.stderr)
     if FAILURES:
         print(f"bench: {len(FAILURES)} run(s) failed:", file=sys.stderr)

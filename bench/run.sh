@@ -4,6 +4,7 @@
 # one run, on redis-servers of its own. See bench/README.md.
 #
 #   bash bench/run.sh            full run (a few minutes) -> bench/results.md
+#                                and the README's Performance summary
 #   QUICK=1 bash bench/run.sh    smoke run (< 2 min)      -> .build/bench/results-quick.md
 #   BENCH_ONLY=s1,mem ...        only some scenarios (s1 s2 s3 s3p s1r s4 sem rw mem)
 #   BENCH_OUT=path ...           write the table elsewhere
@@ -130,10 +131,14 @@ EOF
 )
 versions="$(redis-server --version | sed -E 's/.*v=([0-9.]+).*/redis-server \1/'); $(rustc --version | cut -d' ' -f1-2); Python $("$py" -c 'import platform; print(platform.python_version())') with $versions; Node $(node --version) with $(cd "$NODE_DIR" && node -e 'for (const p of ["ioredis","redis","redlock","redis-semaphore"]) process.stdout.write(`${p} ${JSON.parse(require("fs").readFileSync("node_modules/" + p + "/package.json")).version}, `)' | sed 's/, $//')"
 
+# Only a whole full run into the committed table also rewrites the
+# README's summary (a smoke run, a partial one or another --out does not).
+readme=()
+[ -z "$QUICK" ] && [ -z "${BENCH_ONLY:-}" ] && [ -z "${BENCH_OUT:-}" ] && readme=(--readme "$ROOT/README.md")
 log "setup took $(( $(date +%s) - t0 ))s; running${QUICK:+ (QUICK)}"
 "$py" "$ROOT/bench/bench.py" \
   --url "$FENCELOCK_TEST_REDIS_URL" --urls "$FENCELOCK_TEST_REDLOCK_URLS" \
   --rust-bin "$rel/fencelock-bench" --replica-url "$replica_url" \
   --out "$OUT" --raw "$BUILD/bench/raw${QUICK:+-quick}.jsonl" \
-  --versions "$versions" ${QUICK:+--quick} ${BENCH_ONLY:+--only "$BENCH_ONLY"}
+  --versions "$versions" ${QUICK:+--quick} ${BENCH_ONLY:+--only "$BENCH_ONLY"} ${readme[@]+"${readme[@]}"}
 log "total $(( $(date +%s) - t0 ))s; table: $OUT"
