@@ -1282,6 +1282,30 @@ fn rolling_restart_keeps_an_auto_renewed_redlock_lease() {
     }
 }
 
+/// The acquire won on two nodes of three (the third still had another
+/// client's key, which then expired), and one of those two restarts before
+/// the first renewal: the renewal finds our key on one node only. The lease
+/// is still valid, so the key goes back on the node that said no, and the
+/// retry renews on that majority instead of the lease running out.
+#[test]
+fn a_renewal_short_of_a_majority_puts_the_key_back_while_the_lease_is_valid() {
+    let mut sim = Sim::new(22, 3, Net::calm());
+    let c = sim.add_client(Clock::PERFECT);
+    let mut opts = LeaseOpts::new(1_000, Wait::TRY_ONCE);
+    opts.auto_renew = true;
+    let a = sim.add_lease(c, opts);
+    let key = sim.keys.lock.clone();
+    sim.nodes[2].set(&key, b"someone-else", Some(50 * MS));
+    sim.at(0, a, AppAction::Acquire);
+    sim.crash_at(60 * MS, 1, 1_000 * MS);
+    sim.run_until(1_500 * MS);
+    let l = &sim.leases[a];
+    assert!(l.acquired.is_some(), "{}", sim.describe());
+    assert!(lost_at(&sim, a).is_empty(), "{}", sim.describe());
+    assert_eq!(sim.holder(0).unwrap().0, sim.token(a));
+    assert_eq!(sim.holder(2).unwrap().0, sim.token(a), "put back on node 2");
+}
+
 /// When each extend of `lease` was sent (global time).
 fn extends_sent(sim: &Sim, lease: usize) -> Vec<u64> {
     sim.leases[lease]

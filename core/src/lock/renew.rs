@@ -106,7 +106,19 @@ impl Lock {
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else {
             // Redis trouble, not a verdict: the lease stays valid until its
-            // deadline; a renewal tries again soon.
+            // deadline; a renewal tries again soon. A node that said our key
+            // is gone gets it back now: the node that answered yes and one
+            // that is down can leave the round short of a majority (our
+            // acquire lost the race on a third node, then a node of the
+            // granting majority restarted before the first renewal), and
+            // only the key put back lets the retry find one.
+            if self
+                .timers
+                .get(Timer::Expiry)
+                .is_some_and(|until| until > now)
+            {
+                self.reclaim(&round);
+            }
             let message = round
                 .first_failure()
                 .unwrap_or_else(|| "no majority answered".to_owned());
@@ -119,9 +131,12 @@ impl Lock {
         }
     }
 
-    /// A majority still holds our token, so put it back where a node lost
-    /// it (restarted empty, or the key expired while the node was away):
-    /// otherwise every node restarting in turn would leave us below quorum.
+    /// The lease is valid, so no other client can hold a majority before
+    /// it ends: put our token back (set-if-absent) where a node lost it
+    /// (restarted empty, the key expired while the node was away, or our
+    /// acquire lost the race there), or every node restarting in turn would
+    /// leave us below quorum. An extend still counts only the nodes that
+    /// have our token when it runs.
     fn reclaim(&mut self, round: &Round) {
         let Some(fence) = self.fence else { return };
         for (at, &(_, node)) in round.ids.iter().enumerate() {
