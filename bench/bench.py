@@ -615,7 +615,8 @@ README_END = "<!-- bench:end -->"
 def readme_summary(a, agg, mem, rb, took, loads, when: float) -> list[str]:
     """The README's Performance figures: this full run's headline and targets."""
     rb_floor = med(rb) / 2
-    at = datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
+    # When it ended, as bench/results.md says.
+    at = datetime.datetime.fromtimestamp(when + (took if took == took else 0), datetime.timezone.utc)
     met = targets(agg, mem, rb_floor)
     out = [
         f"{README_BEGIN} (written by `make bench` from its last full run; edits here are overwritten) -->",

@@ -25,7 +25,8 @@ pub(crate) enum Fate {
     Released,
 }
 
-/// Getters the lease reads without talking to the actor; written by the actor.
+/// What the lease's getters read without asking its driver; written by the
+/// driver (the actor, or the inline cell).
 #[derive(Debug)]
 pub(crate) struct Shared {
     /// Validity deadline as nanoseconds since the epoch; 0 = none/released.
