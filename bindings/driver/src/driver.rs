@@ -157,15 +157,21 @@ pub(crate) fn prepare(
         ttl: config.ttl.as_duration(),
         auto_renew: config.auto_renew,
     };
-    let mut lock = Lock::new(config);
-    let (replicas, replica_timeout) = conns.replicas;
-    lock.require_replicas(replicas, replica_timeout);
+    let mut lock = new_lock(conns, config);
     Prepared {
         lock,
         parts,
         owned,
         acquire_deadline,
     }
+}
+
+/// The core's lock for `config`, held to this client's `replicas=N`.
+fn new_lock(conns: &Connections, config: LockConfig) -> Lock {
+    let mut lock = Lock::new(config);
+    let (replicas, replica_timeout) = conns.replicas;
+    lock.require_replicas(replicas, replica_timeout);
+    lock
 }
 
 /// An acquire started in the caller's future (`inline.rs`) that has to
@@ -270,9 +276,7 @@ async fn refuse(
 ) {
     turn.only_compensating();
     let name = config.name.clone();
-    let mut lock = Lock::new(config);
-    let (replicas, replica_timeout) = conns.replicas;
-    lock.require_replicas(replicas, replica_timeout);
+    let mut lock = new_lock(conns, config);
     if let Err(e) = lock.refuse_handoff(now(), handoff) {
         tracing::warn!(lock = %name, error = %e, "handoff refused by the core");
         return;
