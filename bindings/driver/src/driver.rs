@@ -157,7 +157,7 @@ pub(crate) fn prepare(
         ttl: config.ttl.as_duration(),
         auto_renew: config.auto_renew,
     };
-    let mut lock = new_lock(conns, config);
+    let lock = new_lock(conns, config);
     Prepared {
         lock,
         parts,
