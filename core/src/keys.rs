@@ -161,7 +161,10 @@ impl KeySpace {
     /// key and every other key's start.
     fn base(&self, name: &LockName) -> Vec<u8> {
         let name = name.as_bytes();
-        let mut base = self.prefix.clone();
+        // Room for the usual case (no braces to escape): the lock key is
+        // this buffer, kept for the lease's life.
+        let mut base = Vec::with_capacity(self.prefix.len() + name.len() + 2);
+        base.extend_from_slice(&self.prefix);
         if name.iter().any(|b| matches!(b, b'{' | b'}')) {
             base.extend_from_slice(b"#{");
             for &byte in name {

@@ -1,15 +1,17 @@
 //! Lock names: 1..=1024 arbitrary bytes.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::Error;
 
 pub const MAX_NAME_BYTES: usize = 1024;
 
 /// A validated lock name. Not a secret: it is shown (lossily, shortened) in
-/// messages so operators can find the lock.
+/// messages so operators can find the lock. Shared, not copied: a lease
+/// and the client's bookkeeping for it hold the same bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LockName(Box<[u8]>);
+pub struct LockName(Arc<[u8]>);
 
 impl LockName {
     pub fn new(name: impl AsRef<[u8]>) -> Result<Self, Error> {

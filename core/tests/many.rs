@@ -11,7 +11,7 @@ use fencelock_core::{
 };
 
 fn config(name: &str, wait: Wait) -> LockConfig {
-    let token = Token(format!("token-{name}"));
+    let token = Token(format!("token-{name}").into());
     let name = LockName::new(name).unwrap();
     LockConfig {
         kind: Kind::Mutex,

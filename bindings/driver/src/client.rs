@@ -170,6 +170,7 @@ impl Client {
                     not_published_logged: AtomicBool::new(false),
                     actors: tokio_util::task::TaskTracker::new(),
                     owned: Default::default(),
+                    keyspace: config.keyspace.clone(),
                 }))),
                 keyspace: config.keyspace.clone(),
                 fence_grace: config.fence_grace,
@@ -349,7 +350,7 @@ impl Client {
         let keys = self.inner.keyspace.keys_for(&name, kind);
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
-        let token = Token(uuid.hyphenated().to_string());
+        let token = Token(uuid.hyphenated().to_string().into());
         Ok(LockConfig {
             name,
             kind,

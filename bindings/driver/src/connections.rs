@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use fencelock_core::{Command, Error, Inspect, LockInfo, LockName, Operation, Reply, Token};
+use fencelock_core::{
+    Command, Error, Inspect, KeySpace, LockInfo, LockName, Operation, Reply, Token,
+};
 
 use tokio::sync::watch;
 
@@ -28,7 +30,10 @@ pub(crate) struct Connections {
     pub actors: tokio_util::task::TaskTracker,
     /// The tokens of this client's live lease actors, per lock name (see
     /// [`Connections::own`]).
-    pub owned: Mutex<HashMap<Vec<u8>, Vec<Token>>>,
+    pub owned: Mutex<HashMap<LockName, Vec<Token>>>,
+    /// The client's key layout: a lease asks it for its keys when it needs
+    /// them (`Lease::held`) instead of keeping a copy of its own.
+    pub keyspace: KeySpace,
 }
 
 impl Connections {
@@ -39,12 +44,13 @@ impl Connections {
         self.owned
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(name.as_bytes().to_vec())
-            .or_default()
+            .entry(name.clone())
+            // Most names have one lease at a time: no spare room per name.
+            .or_insert_with(|| Vec::with_capacity(1))
             .push(token.clone());
         Owned {
             conns: Arc::downgrade(self),
-            name: name.as_bytes().to_vec(),
+            name: name.clone(),
             token: token.clone(),
         }
     }
@@ -54,7 +60,7 @@ impl Connections {
         self.owned
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(name.as_bytes())
+            .get(name)
             .cloned()
             .unwrap_or_default()
     }
@@ -113,7 +119,7 @@ impl Connections {
 /// client's connections open.
 pub(crate) struct Owned {
     conns: std::sync::Weak<Connections>,
-    name: Vec<u8>,
+    name: LockName,
     token: Token,
 }
 

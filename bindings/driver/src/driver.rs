@@ -151,9 +151,8 @@ pub(crate) fn prepare(
     let parts = LeaseParts {
         name: config.name.clone(),
         kind: config.kind,
-        keys: config.keys.clone(),
         conns: Arc::downgrade(conns),
-        token: config.token.0.clone(),
+        token: config.token.clone(),
         ttl: config.ttl.as_duration(),
         auto_renew: config.auto_renew,
     };

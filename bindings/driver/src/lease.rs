@@ -8,9 +8,7 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use fencelock_core::{
-    Error, FencedWrite, Inspect, Kind, LockKeys, LockName, Operation, Token, Ttl, Writer,
-};
+use fencelock_core::{Error, FencedWrite, Inspect, Kind, LockName, Operation, Token, Ttl, Writer};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::connections::Connections;
@@ -25,9 +23,8 @@ use crate::lease_state::{Fate, LeaseParts, Request, Shared};
 pub struct Lease {
     name: LockName,
     kind: Kind,
-    keys: LockKeys,
     conns: Weak<Connections>,
-    token: String,
+    token: Token,
     fence: u64,
     ttl: Duration,
     auto_renew: bool,
@@ -58,7 +55,6 @@ impl Lease {
         let LeaseParts {
             name,
             kind,
-            keys,
             conns,
             token,
             ttl,
@@ -67,7 +63,6 @@ impl Lease {
         Lease {
             name,
             kind,
-            keys,
             conns,
             token,
             fence,
@@ -97,7 +92,7 @@ impl Lease {
 
     /// The token stored in Redis; never printed by `Debug`.
     pub fn token(&self) -> &str {
-        &self.token
+        &self.token.0
     }
 
     /// The fencing token: strictly increasing across every successful
@@ -226,9 +221,9 @@ impl Lease {
             .conns
             .upgrade()
             .ok_or_else(|| Error::closed(&self.name, Operation::Inspect))?;
-        let token = Token(self.token.clone());
         let (name, nodes) = (self.name.clone(), conns.nodes.len());
-        let inspect = Inspect::of_kind(name, self.kind, &self.keys, [&token], nodes);
+        let keys = conns.keyspace.keys_for(&name, self.kind);
+        let inspect = Inspect::of_kind(name, self.kind, &keys, [&self.token], nodes);
         Ok(conns.inspect(&inspect).await?.held_by_me)
     }
 

@@ -5,10 +5,10 @@
 //! and the `Lease` handle, so each of them builds on it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Weak;
+use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
-use fencelock_core::{Error, Kind, Lock, LockKeys, LockName, Ttl};
+use fencelock_core::{Error, Kind, Lock, LockName, Token, Ttl};
 use tokio::sync::{oneshot, watch};
 
 use crate::clock;
@@ -39,7 +39,9 @@ pub(crate) struct Shared {
     claimed: AtomicBool,
     /// An inline lease's validity timer runs (see `held::watch`).
     watched: AtomicBool,
-    fate: watch::Sender<Fate>,
+    /// Made by the first loss watcher: most leases never get one, and a
+    /// watch channel costs a few hundred bytes per lease.
+    fate: Mutex<Option<watch::Sender<Fate>>>,
 }
 
 impl Shared {
@@ -50,7 +52,7 @@ impl Shared {
             over: AtomicBool::new(false),
             claimed: AtomicBool::new(false),
             watched: AtomicBool::new(false),
-            fate: watch::Sender::new(Fate::Held),
+            fate: Mutex::new(None),
         }
     }
 
@@ -78,7 +80,26 @@ impl Shared {
 
     /// Follow the lease's fate (the loss watchers).
     pub(crate) fn fate(&self) -> watch::Receiver<Fate> {
-        self.fate.subscribe()
+        let mut fate = self.fate.lock().unwrap_or_else(|e| e.into_inner());
+        // Under the lock: a mark made before it is read here, one made
+        // after it is sent to this channel.
+        let current = if self.is_lost() {
+            Fate::Lost
+        } else if self.over.load(Ordering::Acquire) {
+            Fate::Released
+        } else {
+            Fate::Held
+        };
+        fate.get_or_insert_with(|| watch::Sender::new(current))
+            .subscribe()
+    }
+
+    /// Tell the loss watchers, if any.
+    fn tell(&self, change: impl FnOnce(&watch::Sender<Fate>)) {
+        let fate = self.fate.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(fate) = fate.as_ref() {
+            change(fate);
+        }
     }
 
     /// `true` the first time only: whoever gets it starts the timer.
@@ -100,18 +121,22 @@ impl Shared {
     /// loss (a log handler, a callback) finds the lease already lost.
     pub(crate) fn mark_lost(&self) {
         self.lost.store(true, Ordering::Release);
-        self.fate.send_replace(Fate::Lost);
+        self.tell(|fate| {
+            fate.send_replace(Fate::Lost);
+        });
     }
 
     /// Released (whatever the outcome); a lost lease stays lost.
     pub(crate) fn mark_over(&self) {
         self.over.store(true, Ordering::Release);
-        self.fate.send_if_modified(|fate| {
-            let held = *fate == Fate::Held;
-            if held {
-                *fate = Fate::Released;
-            }
-            held
+        self.tell(|fate| {
+            fate.send_if_modified(|fate| {
+                let held = *fate == Fate::Held;
+                if held {
+                    *fate = Fate::Released;
+                }
+                held
+            });
         });
     }
 }
@@ -128,10 +153,9 @@ pub(crate) enum Request {
 pub(crate) struct LeaseParts {
     pub name: LockName,
     pub kind: Kind,
-    pub keys: LockKeys,
     /// Weak: a lease does not keep a closed client's connections open.
     pub conns: Weak<Connections>,
-    pub token: String,
+    pub token: Token,
     pub ttl: Duration,
     pub auto_renew: bool,
 }

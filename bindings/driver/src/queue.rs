@@ -199,7 +199,7 @@ pub(crate) async fn abandon(candidate: &Candidate) -> Option<(Turn, Handoff)> {
     }
 }
 
-type Slots = HashMap<Box<[u8]>, Arc<Entry>>;
+type Slots = HashMap<Arc<[u8]>, Arc<Entry>>;
 
 #[derive(Debug, Default)]
 pub(crate) struct NameQueues {
@@ -210,18 +210,19 @@ impl NameQueues {
     /// A place in `name`'s queue (not yet taken).
     pub(crate) fn slot(self: &Arc<Self>, name: &[u8]) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = match slots.get(name) {
-            Some(entry) => Arc::clone(entry),
+        // The map's key and every slot of the name share one copy of it.
+        let (name, entry) = match slots.get_key_value(name) {
+            Some((name, entry)) => (Arc::clone(name), Arc::clone(entry)),
             None => {
-                let entry = Arc::new(Entry::default());
-                slots.insert(name.into(), Arc::clone(&entry));
-                entry
+                let (name, entry): (Arc<[u8]>, _) = (name.into(), Arc::new(Entry::default()));
+                slots.insert(Arc::clone(&name), Arc::clone(&entry));
+                (name, entry)
             }
         };
         Slot {
             entry: Some(entry),
             queues: Arc::clone(self),
-            name: name.into(),
+            name,
         }
     }
 
@@ -234,7 +235,7 @@ impl NameQueues {
             entry: Some(Arc::new(Entry::default())),
             queues: Arc::clone(self),
             // Lock names are never empty: no entry is ever filed here.
-            name: Box::default(),
+            name: Arc::new([]),
         };
         // A fresh entry: the turn is free, so nobody ever waits to be
         // handed anything here.
@@ -254,7 +255,7 @@ impl NameQueues {
 pub(crate) struct Slot {
     entry: Option<Arc<Entry>>,
     queues: Arc<NameQueues>,
-    name: Box<[u8]>,
+    name: Arc<[u8]>,
 }
 
 impl Slot {

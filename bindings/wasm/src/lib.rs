@@ -331,7 +331,7 @@ impl LockSpec {
                 kind,
                 keys: client.keys.keys_for(&name, kind),
                 name,
-                token: Token(token),
+                token: Token(token.into()),
                 ttl,
                 wait: if try_once { Wait::TRY_ONCE } else { wait },
                 nodes,

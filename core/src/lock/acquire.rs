@@ -223,7 +223,7 @@ impl Lock {
     pub(super) fn fail_acquire(&mut self, error: Error) {
         self.unsubscribe();
         self.timers.stop(Timer::Retry);
-        self.failure = Some(error);
+        self.failure = Some(Box::new(error));
         self.state = State::Releasing;
         self.leave_line();
         self.settle_if_idle();

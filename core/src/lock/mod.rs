@@ -20,13 +20,14 @@
 //!   (lost, unsubscribe, done);
 //! - `rounds.rs`: one fan-out to the nodes and the tallies over its replies;
 //! - `outcomes.rs`: what one node's reply means;
+//! - `outbox.rs`: the queue the commands and the events wait in;
 //! - `timers.rs`: the timer table.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 mod acquire;
 mod handoff;
+mod outbox;
 mod outcomes;
 mod outputs;
 mod release;
@@ -38,6 +39,7 @@ mod timers;
 mod tests;
 
 pub use self::handoff::{Handoff, Successor};
+use self::outbox::Outbox;
 use self::outcomes::Outcome;
 use self::rounds::{Round, RoundKind};
 use self::timers::{Timer, TimerTable};
@@ -71,9 +73,10 @@ pub struct LockConfig {
     pub seed: u64,
 }
 
-/// A lease token. Readable on purpose, never printed.
+/// A lease token. Readable on purpose, never printed. Shared, not copied:
+/// the lease, its `Lock` and the client's bookkeeping hold the same one.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Token(pub String);
+pub struct Token(pub std::sync::Arc<str>);
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -138,15 +141,17 @@ pub struct LockStats {
 pub struct Lock {
     config: LockConfig,
     state: State,
-    commands: VecDeque<Command>,
-    events: VecDeque<Event>,
+    commands: Outbox<Command>,
+    events: Outbox<Event>,
     next_id: u64,
     rng: u64,
 
     /// Acquire/write-back/release rounds; renewals and user extends run in
     /// `extend` so a release can overtake them.
     round: Option<Round>,
-    extend: Option<Round>,
+    /// Boxed, as are the other rarely set fields below: a held lease keeps
+    /// its `Lock` for as long as it is held.
+    extend: Option<Box<Round>>,
     /// Nodes where our key may exist: granted, or an unknown outcome.
     maybe_holding: Vec<bool>,
     /// Nodes where an attempt may have left us in the fair line (kinds
@@ -156,7 +161,7 @@ pub struct Lock {
     /// nothing but a refused wake-up).
     cleanup: Vec<CommandId>,
     /// An acquire failure waiting for `cleanup` to drain.
-    failure: Option<Error>,
+    failure: Option<Box<Error>>,
 
     /// Deadline, retry, expiry and renewal instants; `timer_armed` says
     /// which of them count in the current state.
@@ -182,7 +187,7 @@ pub struct Lock {
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
     replicas: Option<WaitReplicas>,
     /// The waiter a release in flight hands the lock to (`release_to`).
-    successor: Option<Successor>,
+    successor: Option<Box<Successor>>,
     stats: LockStats,
 }
 
@@ -202,8 +207,8 @@ impl Lock {
             queued: vec![false; nodes],
             config: LockConfig { nodes, ..config },
             state: State::Idle,
-            commands: VecDeque::new(),
-            events: VecDeque::new(),
+            commands: Outbox::default(),
+            events: Outbox::default(),
             next_id: 0,
             round: None,
             extend: None,
@@ -277,7 +282,7 @@ impl Lock {
         // A new extend supersedes one in flight (a renewal or the caller's):
         // the later PEXPIRE wins on every node anyway, and every caller
         // waiting gets the outcome of the last one.
-        let callers = match self.extend {
+        let callers = match self.extend.as_deref() {
             Some(Round {
                 kind: RoundKind::Extend { callers },
                 ..
@@ -339,7 +344,7 @@ impl Lock {
                     Some(_) => RoundKind::Handoff,
                     None => RoundKind::Release,
                 };
-                self.successor = successor;
+                self.successor = successor.map(Box::new);
                 self.round = Some(self.fan_out(now, kind, self.current_ttl, |_| true));
                 Ok(())
             }
@@ -499,10 +504,10 @@ impl Lock {
             .as_mut()
             .and_then(|round| round.record(id, &reply, replicas))
             .is_some()
-            && self.extend.as_ref().is_some_and(Round::is_complete)
+            && self.extend.as_deref().is_some_and(Round::is_complete)
         {
             let round = self.extend.take().expect("matched above");
-            self.finish_extend(now, round);
+            self.finish_extend(now, *round);
         }
         // Anything else is a stale or unknown id: ignored.
     }
@@ -614,11 +619,11 @@ impl Lock {
             // A renewal (no callers) may be abandoned; a caller's extend not.
             State::Held
                 if matches!(
-                    self.extend,
+                    self.extend.as_deref(),
                     Some(Round {
                         kind: RoundKind::Extend { callers },
                         ..
-                    }) if callers > 0
+                    }) if *callers > 0
                 ) =>
             {
                 Progress::Underway
@@ -693,6 +698,6 @@ impl Lock {
     /// driver may tell its caller at once (and keep driving them).
     #[must_use]
     pub fn acquire_failure(&self) -> Option<&Error> {
-        self.failure.as_ref()
+        self.failure.as_deref()
     }
 }

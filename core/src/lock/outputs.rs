@@ -52,7 +52,7 @@ impl Lock {
     pub(super) fn settle_if_idle(&mut self) {
         if self.state == State::Releasing && self.round.is_none() && self.cleanup.is_empty() {
             if let Some(error) = self.failure.take() {
-                self.events.push_back(Event::AcquireFailed(error));
+                self.events.push_back(Event::AcquireFailed(*error));
             }
             self.state = State::Done;
         }

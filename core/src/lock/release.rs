@@ -51,7 +51,7 @@ impl Lock {
         if let Some(Round {
             kind: RoundKind::Extend { callers },
             ..
-        }) = self.extend.take()
+        }) = self.extend.take().map(|round| *round)
         {
             let lost = self.lock_lost();
             self.events

@@ -1,7 +1,7 @@
 //! Holding: extends and auto-renewals, what their replies mean for the
 //! lease, and putting the key back where a node lost it.
 
-use std::collections::VecDeque;
+use super::outbox::Outbox;
 
 use super::outcomes::Outcome;
 use super::rounds::{Round, RoundKind};
@@ -43,12 +43,12 @@ impl Lock {
         if let Some(until) = self.timers.get(Timer::Expiry) {
             self.timers.set(Timer::Expiry, until.min(now + window));
         }
-        self.extend = Some(self.fan_out(
+        self.extend = Some(Box::new(self.fan_out(
             now,
             RoundKind::Extend { callers },
             self.current_ttl,
             |_| true,
-        ));
+        )));
     }
 
     /// Every caller waiting on this round gets its outcome.
@@ -57,7 +57,7 @@ impl Lock {
             unreachable!("only extends here")
         };
         let lost = self.lock_lost();
-        let tell = |events: &mut VecDeque<Event>, event: Event| {
+        let tell = |events: &mut Outbox<Event>, event: Event| {
             events.extend(std::iter::repeat_n(event, callers));
         };
         let yes = round

@@ -412,7 +412,7 @@ impl Sim {
             name: self.name.clone(),
             kind: opts.kind,
             keys: KeySpace::default().keys_for(&self.name, opts.kind),
-            token: Token(format!("token-{id}")),
+            token: Token(format!("token-{id}").into()),
             ttl: opts.ttl,
             wait: opts.wait,
             nodes: self.nodes.len(),
