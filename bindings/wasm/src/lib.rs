@@ -439,7 +439,7 @@ impl WasmOneShot {
         let tokens: Vec<Token> = tokens
             .iter()
             .filter_map(|t| t.as_string())
-            .map(Token)
+            .map(|token| Token(token.into()))
             .collect();
         let inspect = Inspect::of_kind(name, kind, &keys, &tokens, nodes);
         Ok(WasmOneShot {
