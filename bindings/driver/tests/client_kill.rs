@@ -179,7 +179,9 @@ async fn a_command_on_a_connection_killed_under_it_is_not_resent() {
     // The client cannot know that the server dropped it unrun: the outcome
     // is unknown, reported at once, and compensated by a release (parked by
     // the pause in its turn), never by sending the acquire again.
-    assert_eq!(kill(&url, "normal"), 1);
+    // At least the client's connection; a helper connection of this test
+    // that the server has not yet seen closing may be counted too.
+    assert!(kill(&url, "normal") >= 1);
     let err = tokio::time::timeout(Duration::from_secs(5), acquiring)
         .await
         .unwrap()
