@@ -221,7 +221,7 @@ impl Harness {
             kind: Kind::Mutex,
             keys: KeySpace::default().keys(&name),
             name,
-            token: Token(TOKEN.to_owned()),
+            token: Token(TOKEN.into()),
             ttl,
             wait,
             nodes,
@@ -289,7 +289,7 @@ impl Harness {
             }
             Op::ReleaseTo => {
                 let other = LockConfig {
-                    token: Token(OTHER_TOKEN.to_owned()),
+                    token: Token(OTHER_TOKEN.into()),
                     ..self.config.clone()
                 };
                 let r = self.lock.release_to(now, Successor::new(&other));
@@ -338,7 +338,7 @@ impl Harness {
     fn take_handoff(&mut self, replies: &[ReplyChoice], refuse: bool) {
         let now = self.now;
         let mut releaser = Lock::new(LockConfig {
-            token: Token(OTHER_TOKEN.to_owned()),
+            token: Token(OTHER_TOKEN.into()),
             auto_renew: false,
             ..self.config.clone()
         });
