@@ -36,7 +36,9 @@ pub struct Client {
 
 struct Inner {
     conns: RwLock<Option<Arc<Connections>>>,
-    keyspace: KeySpace,
+    /// The same layout `Connections` has (one value, shared): this handle
+    /// outlives `close`, for [`Client::keyspace`].
+    keyspace: Arc<KeySpace>,
     fence_grace: FenceGrace,
     queues: Arc<NameQueues>,
     handle: tokio::runtime::Handle,
@@ -160,6 +162,7 @@ impl Client {
         config: &ClientConfig,
     ) -> Client {
         tracing::debug!(nodes = ?labels, "fencelock client connected");
+        let keyspace = Arc::new(config.keyspace.clone());
         Client {
             inner: Arc::new(Inner {
                 conns: RwLock::new(Some(Arc::new(Connections {
@@ -170,9 +173,9 @@ impl Client {
                     not_published_logged: AtomicBool::new(false),
                     actors: tokio_util::task::TaskTracker::new(),
                     owned: Default::default(),
-                    keyspace: config.keyspace.clone(),
+                    keyspace: keyspace.clone(),
                 }))),
-                keyspace: config.keyspace.clone(),
+                keyspace,
                 fence_grace: config.fence_grace,
                 queues: Arc::new(NameQueues::default()),
                 handle,

@@ -32,8 +32,9 @@ pub(crate) struct Connections {
     /// [`Connections::own`]).
     pub owned: Mutex<HashMap<LockName, Vec<Token>>>,
     /// The client's key layout: a lease asks it for its keys when it needs
-    /// them (`Lease::held`) instead of keeping a copy of its own.
-    pub keyspace: KeySpace,
+    /// them (`Lease::held`) instead of keeping a copy of its own. Shared
+    /// with the client, which keeps it past `close`.
+    pub keyspace: Arc<KeySpace>,
 }
 
 impl Connections {
