@@ -15,7 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Command, CommandId, Error, LockName, Reply, Script};
+use crate::{Bytes, Command, CommandId, Error, LockName, Reply, Script};
 
 /// The field `fenced_set` writes its value to.
 pub const VALUE_FIELD: &[u8] = b"value";
@@ -115,12 +115,12 @@ impl FencedWrite {
             id: CommandId(0),
             node: 0,
             script: Script::FencedSet,
-            keys: vec![self.key.clone()],
+            keys: vec![self.key.as_slice().into()],
             args: vec![
-                FENCE_FIELD.to_vec(),
-                self.fence.to_string().into_bytes(),
-                self.field.clone(),
-                self.value.clone(),
+                FENCE_FIELD.into(),
+                Bytes::decimal(self.fence),
+                self.field.as_slice().into(),
+                self.value.as_slice().into(),
             ],
             wait_replicas: None,
         }

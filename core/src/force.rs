@@ -5,7 +5,7 @@
 //! combined. With Redlock a majority must answer; the fence is the largest
 //! any node issued.
 
-use crate::{Command, CommandId, Error, FenceGrace, LockKeys, LockName, Reply, Script};
+use crate::{Bytes, Command, CommandId, Error, FenceGrace, LockKeys, LockName, Reply, Script};
 
 /// One node's answer, or the combined one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +20,8 @@ pub struct Forced {
 #[derive(Debug)]
 pub struct ForceRelease {
     name: LockName,
-    keys: Vec<Vec<u8>>,
-    grace: Vec<u8>,
+    keys: Vec<Bytes>,
+    grace: Bytes,
     nodes: usize,
 }
 
@@ -32,7 +32,7 @@ impl ForceRelease {
         ForceRelease {
             name,
             keys: vec![keys.lock.clone(), keys.fence.clone(), keys.channel.clone()],
-            grace: grace.as_millis().to_string().into_bytes(),
+            grace: Bytes::decimal(grace.as_millis()),
             nodes: nodes.max(1),
         }
     }

@@ -22,7 +22,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Command, CommandId, Error, Kind, LockKeys, LockName, Reply, Script, Token};
+use crate::{Bytes, Command, CommandId, Error, Kind, LockKeys, LockName, Reply, Script, Token};
 
 /// What a lock looks like in Redis. Never carries a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +50,8 @@ pub struct NodeView {
 pub struct Inspect {
     name: LockName,
     kind: Kind,
-    keys: Vec<Vec<u8>>,
-    tokens: Vec<Vec<u8>>,
+    keys: Vec<Bytes>,
+    tokens: Vec<Bytes>,
     nodes: usize,
 }
 
@@ -92,10 +92,7 @@ impl Inspect {
             name,
             kind,
             keys: vec![keys.lock.clone(), keys.fence.clone()],
-            tokens: tokens
-                .into_iter()
-                .map(|t| t.0.as_bytes().to_vec())
-                .collect(),
+            tokens: tokens.into_iter().map(|t| t.0.clone().into()).collect(),
             nodes: nodes.max(1),
         }
     }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Error, Handoff, Instant, Script, WaitReplicas};
+use crate::{Bytes, Error, Handoff, Instant, Script, WaitReplicas};
 
 /// Identifies one command so its reply can be matched to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,9 +18,9 @@ pub struct Command {
     /// Index into the client's node list (always 0 for a single Redis).
     pub node: usize,
     pub script: Script,
-    pub keys: Vec<Vec<u8>>,
+    pub keys: Vec<Bytes>,
     /// Note: for acquire/release/extend, `args[0]` is the token, a secret.
-    pub args: Vec<Vec<u8>>,
+    pub args: Vec<Bytes>,
     /// With `replicas=N`: run `WAIT` after the script (see [`WaitReplicas`]).
     pub wait_replicas: Option<WaitReplicas>,
 }
@@ -32,14 +32,7 @@ impl fmt::Debug for Command {
             .field("id", &self.id)
             .field("node", &self.node)
             .field("script", &self.script)
-            .field(
-                "keys",
-                &self
-                    .keys
-                    .iter()
-                    .map(|k| String::from_utf8_lossy(k).into_owned())
-                    .collect::<Vec<_>>(),
-            )
+            .field("keys", &self.keys)
             .field("wait_replicas", &self.wait_replicas)
             .finish_non_exhaustive()
     }

@@ -43,7 +43,7 @@
 //! fence keys and anything else that is not a lock key of this key space).
 
 use crate::pattern::Token;
-use crate::{Error, Kind, LockName, NamePattern};
+use crate::{Bytes, Error, Kind, LockName, NamePattern};
 
 pub const DEFAULT_PREFIX: &str = "fencelock:";
 pub const MAX_PREFIX_BYTES: usize = 256;
@@ -59,23 +59,23 @@ pub struct KeySpace {
 /// the writer's).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockKeys {
-    pub lock: Vec<u8>,
-    pub fence: Vec<u8>,
-    pub channel: Vec<u8>,
+    pub lock: Bytes,
+    pub fence: Bytes,
+    pub channel: Bytes,
     /// The fair line of a semaphore, a read-write lock or the fair mutex;
     /// `None` for the mutex.
     pub line: Option<LineKeys>,
     /// A read-write lock's other side: a reader's is the writer set, a
     /// writer's the readers set. `None` otherwise.
-    pub other: Option<Vec<u8>>,
+    pub other: Option<Bytes>,
 }
 
 /// The fair line: waiters in arrival order, and when each one's place
 /// expires (see [`crate::Kind`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineKeys {
-    pub waiting: Vec<u8>,
-    pub until: Vec<u8>,
+    pub waiting: Bytes,
+    pub until: Bytes,
 }
 
 impl Default for KeySpace {
@@ -111,11 +111,11 @@ impl KeySpace {
     /// The mutex's keys.
     pub fn keys(&self, name: &LockName) -> LockKeys {
         let base = self.base(name);
-        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        let with = |suffix: &[u8]| Bytes::concat(&[&base, suffix]);
         LockKeys {
             fence: with(b":fence"),
             channel: with(b":released"),
-            lock: base,
+            lock: Bytes::concat(&[&base]),
             line: None,
             other: None,
         }
@@ -127,7 +127,7 @@ impl KeySpace {
             Kind::Mutex => return self.keys(name),
             Kind::FairMutex => {
                 let mut keys = self.keys(name);
-                let with = |suffix: &[u8]| [keys.lock.as_slice(), suffix].concat();
+                let with = |suffix: &[u8]| Bytes::concat(&[&keys.lock, suffix]);
                 keys.line = Some(LineKeys {
                     waiting: with(b":waiting"),
                     until: with(b":waiting:until"),
@@ -138,7 +138,7 @@ impl KeySpace {
             Kind::Read | Kind::Write => b":rw",
         };
         let base = [self.base(name).as_slice(), part].concat();
-        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        let with = |suffix: &[u8]| Bytes::concat(&[&base, suffix]);
         let line = Some(LineKeys {
             waiting: with(b":waiting"),
             until: with(b":waiting:until"),
@@ -146,7 +146,7 @@ impl KeySpace {
         let (lock, other) = match kind {
             Kind::Read => (with(b":readers"), Some(with(b":writer"))),
             Kind::Write => (with(b":writer"), Some(with(b":readers"))),
-            _ => (base.clone(), None),
+            _ => (Bytes::concat(&[&base]), None),
         };
         LockKeys {
             lock,

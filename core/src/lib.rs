@@ -68,6 +68,7 @@
 //! an extend a caller waits for: keep running), [`Progress::Holding`] (keep
 //! running to renew, or stop and let the key expire), [`Progress::Finished`].
 
+mod bytes;
 mod error;
 mod fenced;
 mod force;
@@ -88,6 +89,7 @@ mod time;
 mod ttl;
 mod wake;
 
+pub use bytes::Bytes;
 pub use error::{Error, NotAcquiredReason, Operation};
 pub use fenced::{FencedWrite, Writer, FENCE_FIELD, VALUE_FIELD};
 pub use force::{ForceRelease, Forced};

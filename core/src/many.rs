@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use crate::keys::hash_slot;
 use crate::{
-    Command, CommandId, Error, Handoff, Instant, Kind, LockConfig, LockName, Reply, Script, Wait,
+    Bytes, Command, CommandId, Error, Handoff, Instant, Kind, LockConfig, LockName, Reply, Script,
+    Wait,
 };
 
 /// The most names one acquire takes (the script's keys grow with them).
@@ -36,7 +37,7 @@ pub enum ManyEvent {
     /// Listen for release notifications on this channel (instead of any
     /// earlier one), and call `handle_wakeup` when one comes or once the
     /// subscription is active.
-    Subscribe(Vec<u8>),
+    Subscribe(Bytes),
     /// Every name is held: one handoff per name, in the caller's order, for
     /// that name's own lock (`Lock::accept_handoff` with this `now`).
     Acquired(Vec<Handoff>),
@@ -439,7 +440,7 @@ impl AcquireMany {
             for member in self.groups[group].clone() {
                 let config = &self.members[member];
                 let keys = vec![config.keys.lock.clone(), config.keys.channel.clone()];
-                let args = vec![config.token.0.as_bytes().to_vec()];
+                let args = vec![config.token.0.clone().into()];
                 let id = self.push(Script::Release, keys, args);
                 self.cleanup.push(id);
             }
@@ -450,24 +451,20 @@ impl AcquireMany {
         let first = &self.members[0];
         let mut keys = Vec::new();
         let mut args = vec![
-            first.ttl.as_millis().to_string().into_bytes(),
-            first
-                .fence_grace
-                .fence_ttl(first.ttl)
-                .to_string()
-                .into_bytes(),
+            Bytes::decimal(first.ttl.as_millis()),
+            Bytes::decimal(first.fence_grace.fence_ttl(first.ttl)),
         ];
         for &member in &self.groups[group] {
             let config = &self.members[member];
             keys.push(config.keys.lock.clone());
             keys.push(config.keys.fence.clone());
-            args.push(config.token.0.as_bytes().to_vec());
+            args.push(config.token.0.clone().into());
         }
         let id = self.push(Script::AcquireMany, keys, args);
         self.attempt = Some((group, id, now));
     }
 
-    fn push(&mut self, script: Script, keys: Vec<Vec<u8>>, args: Vec<Vec<u8>>) -> CommandId {
+    fn push(&mut self, script: Script, keys: Vec<Bytes>, args: Vec<Bytes>) -> CommandId {
         self.next_id += 1;
         let id = CommandId(self.next_id);
         self.commands.push_back(Command {

@@ -295,7 +295,7 @@ fn waiting_listens_to_the_held_name_and_tries_again() {
     m.handle_reply(at(1), attempt.id, held(300, 2));
     assert_eq!(
         events(&mut m),
-        [ManyEvent::Subscribe(b"fencelock:{b}:released".to_vec())]
+        [ManyEvent::Subscribe(b"fencelock:{b}:released".into())]
     );
     assert!(commands(&mut m).is_empty());
     let timeout = m.poll_timeout().unwrap();

@@ -920,7 +920,7 @@ mod fake_redis {
             Script::Release => vec![keys.lock, keys.channel],
             Script::RaiseFence => vec![keys.fence],
             Script::ForceRelease | Script::Handoff => vec![keys.lock, keys.fence, keys.channel],
-            Script::FencedSet => vec![b"data".to_vec()],
+            Script::FencedSet => vec![b"data".into()],
             _ => return set_cmd(script, args),
         };
         Command {
@@ -928,7 +928,7 @@ mod fake_redis {
             node: 0,
             script,
             keys,
-            args: args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            args: args.iter().map(|a| (*a).into()).collect(),
             wait_replicas: None,
         }
     }
@@ -958,7 +958,7 @@ mod fake_redis {
             node: 0,
             script,
             keys,
-            args: args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            args: args.iter().map(|a| (*a).into()).collect(),
             wait_replicas: None,
         }
     }
@@ -1016,7 +1016,10 @@ mod fake_redis {
         Reply::Array(vec![Reply::Int(0), Reply::Int(pttl)])
     }
     fn fence_key() -> Vec<u8> {
-        KeySpace::default().keys(&LockName::new("x").unwrap()).fence
+        KeySpace::default()
+            .keys(&LockName::new("x").unwrap())
+            .fence
+            .to_vec()
     }
 
     #[test]

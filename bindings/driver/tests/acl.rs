@@ -41,7 +41,7 @@ fn app_user(server: &Server, except: &[&str]) -> String {
 /// The scripts run on `name`'s lock key, by name, in order (MONITOR).
 fn scripts_on(monitor: &Monitor, name: &str) -> Vec<&'static str> {
     monitor.sync();
-    let lock = keys(name).lock;
+    let lock = keys(name).lock.to_vec();
     monitor
         .seen()
         .iter()

@@ -28,7 +28,7 @@ async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
 /// Keys of this lock in Redis (the lock key itself, counted by `EXISTS`).
 fn lock_keys(url: &str, name: &str) -> i64 {
     redis::cmd("EXISTS")
-        .arg(&keys(name).lock)
+        .arg(&*keys(name).lock)
         .query(&mut common::conn(url))
         .unwrap()
 }
@@ -196,7 +196,7 @@ async fn a_non_renewing_lease_extends_and_reports_its_loss() {
     assert!(lease.valid_for() > secs(5));
     // Gone under it: the next extend finds out, and the loss is signalled.
     let _: i64 = redis::cmd("DEL")
-        .arg(&keys(&name).lock)
+        .arg(&*keys(&name).lock)
         .query(&mut common::conn(&url))
         .unwrap();
     assert!(matches!(

@@ -116,7 +116,7 @@ async fn every_operation_after_client_kill_goes_to_a_fresh_connection() {
             Err(fencelock::Error::Redis { .. }) => {
                 raced += 1;
                 let _: () = redis::cmd("DEL")
-                    .arg(&keys(&name).lock)
+                    .arg(&*keys(&name).lock)
                     .query(&mut conn(&url))
                     .unwrap();
             }
@@ -152,7 +152,7 @@ async fn a_command_on_a_connection_killed_under_it_is_not_resent() {
     // adds exactly one.
     let ahead: u64 = 1 << 62;
     let _: () = redis::cmd("SET")
-        .arg(&keys(&name).fence)
+        .arg(&*keys(&name).fence)
         .arg(ahead)
         .query(&mut conn(&url))
         .unwrap();

@@ -54,7 +54,7 @@ fn slot_owner_count(names: &[String]) -> usize {
         let key = common::keys(name).lock;
         let slot: i64 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
-            .arg(&key)
+            .arg(&*key)
             .query(&mut conn)
             .unwrap();
         owners.insert(slot * 3 / 16384);

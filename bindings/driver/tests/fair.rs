@@ -126,11 +126,11 @@ async fn a_crashed_waiters_place_expires() {
     let now_ms = now_s * 1000 + now_us / 1000;
     let _: () = redis::pipe()
         .cmd("ZADD")
-        .arg(&line.waiting)
+        .arg(&*line.waiting)
         .arg(now_s * 1_000_000 + now_us)
         .arg("crashed-waiter")
         .cmd("ZADD")
-        .arg(&line.until)
+        .arg(&*line.until)
         .arg(now_ms + 400)
         .arg("crashed-waiter")
         .query(&mut c)
@@ -206,7 +206,7 @@ async fn bad_inputs_are_refused_before_anything_is_sent() {
     assert_eq!(dbsize(&url), 0);
     // A lock key of the wrong type: a Redis error, and nothing written.
     let _: () = redis::cmd("LPUSH")
-        .arg(&keys("job").lock)
+        .arg(&*keys("job").lock)
         .arg("x")
         .query(&mut conn(&url))
         .unwrap();
@@ -264,7 +264,7 @@ async fn a_release_wakes_only_the_first_waiter_in_line() {
         let ready = subscribed.0;
         std::thread::spawn(move || {
             let mut pubsub = listener.as_pubsub();
-            pubsub.subscribe(&channel).unwrap();
+            pubsub.subscribe(&*channel).unwrap();
             ready.send(()).unwrap();
             while let Ok(message) = pubsub.get_message() {
                 if heard_tx.send(message.get_payload_bytes().to_vec()).is_err() {

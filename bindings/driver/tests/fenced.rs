@@ -82,7 +82,7 @@ async fn fences_are_compared_exactly_above_2_pow_53() {
     // The next fence is 2^53 + 3, which a double would round up to the
     // 2^53 + 4 recorded below, taking it for "the same holder again".
     let _: () = redis::cmd("SET")
-        .arg(keys(&name).fence)
+        .arg(&*keys(&name).fence)
         .arg("9007199254740994")
         .query(&mut conn(&url))
         .unwrap();

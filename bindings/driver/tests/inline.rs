@@ -127,7 +127,7 @@ async fn a_dropped_inline_acquire_leaves_nothing_held() {
     left.sort();
     let fences = [keys("warm").fence, keys(&name).fence];
     assert!(
-        left.iter().all(|k| fences.contains(k)),
+        left.iter().all(|k| fences.iter().any(|f| f == k)),
         "only fences left: {:?}",
         left.iter()
             .map(|k| String::from_utf8_lossy(k))
@@ -201,7 +201,7 @@ async fn extend_and_release_after_loss_are_lock_lost() {
     });
     // Someone deletes the key behind our back.
     let _: i64 = redis::cmd("DEL")
-        .arg(&keys(&name).lock)
+        .arg(&*keys(&name).lock)
         .query(&mut conn(&url))
         .unwrap();
     assert!(matches!(

@@ -328,7 +328,7 @@ async fn lost_signal_fires_when_the_key_is_deleted_under_an_auto_renewing_lease(
         .await
         .unwrap();
     let _: i64 = redis::cmd("DEL")
-        .arg(&keys(&name).lock)
+        .arg(&*keys(&name).lock)
         .query(&mut conn(&url))
         .unwrap();
     tokio::time::timeout(secs(2), lease.lost_signal())
@@ -475,7 +475,7 @@ async fn a_lock_key_of_the_wrong_type_is_a_redis_error_and_writes_nothing() {
     let name = unique("wrongtype");
     let k = keys(&name);
     let _: i64 = redis::cmd("HSET")
-        .arg(&k.lock)
+        .arg(&*k.lock)
         .arg("f")
         .arg("v")
         .query(&mut conn(&url))
@@ -495,13 +495,13 @@ async fn a_lock_key_of_the_wrong_type_is_a_redis_error_and_writes_nothing() {
         assert!(t.elapsed() < secs(3));
     }
     let kind: String = redis::cmd("TYPE")
-        .arg(&k.lock)
+        .arg(&*k.lock)
         .query(&mut conn(&url))
         .unwrap();
     assert_eq!(kind, "hash");
     assert!(!exists(&url, &k.fence), "the fencing counter must not move");
     let _: i64 = redis::cmd("DEL")
-        .arg(&k.lock)
+        .arg(&*k.lock)
         .query(&mut conn(&url))
         .unwrap();
 }

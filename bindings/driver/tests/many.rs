@@ -192,7 +192,7 @@ async fn releasing_a_group_with_a_lost_lease_releases_the_rest_and_says_lost() {
         .await
         .unwrap();
     let _: () = redis::cmd("DEL")
-        .arg(keys(&names[1]).lock)
+        .arg(&*keys(&names[1]).lock)
         .query(&mut conn(&url))
         .unwrap();
     assert!(matches!(group.release().await, Err(Error::LockLost { .. })));

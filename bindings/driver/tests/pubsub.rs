@@ -195,9 +195,9 @@ async fn a_release_published_while_the_pubsub_connection_was_down_still_wakes_th
         .cmd("CLIENT")
         .arg(&["KILL", "TYPE", "pubsub"])
         .cmd("DEL")
-        .arg(&k.lock)
+        .arg(&*k.lock)
         .cmd("PUBLISH")
-        .arg(&k.channel)
+        .arg(&*k.channel)
         .arg("1")
         .query(&mut conn(&url))
         .unwrap();

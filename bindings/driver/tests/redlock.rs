@@ -95,7 +95,7 @@ async fn redlock_fences_stay_increasing_when_node_counters_diverge() {
     first.release().await.unwrap();
     // One node's counter jumps ahead (say it alone granted other leases).
     let _: () = redis::cmd("SET")
-        .arg(&keys(&name).fence)
+        .arg(&*keys(&name).fence)
         .arg(first.fence() + 100)
         .query(&mut conn(&urls[0]))
         .unwrap();

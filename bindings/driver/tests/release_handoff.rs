@@ -21,7 +21,7 @@ fn secs(s: u64) -> Duration {
 
 /// The scripts run on `name`'s lock key, by name, in order (MONITOR).
 fn scripts_on(seen: &[Seen], name: &str) -> Vec<(&'static str, Vec<Vec<u8>>)> {
-    let lock = keys(name).lock;
+    let lock = keys(name).lock.to_vec();
     seen.iter()
         .filter(|s| {
             s.client != "lua"

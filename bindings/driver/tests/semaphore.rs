@@ -189,11 +189,11 @@ async fn a_crashed_waiter_blocks_the_line_only_until_its_place_expires() {
     let now_ms = now_s * 1000 + now_us / 1000;
     let _: () = redis::pipe()
         .cmd("ZADD")
-        .arg(&line.waiting)
+        .arg(&*line.waiting)
         .arg(now_s * 1_000_000 + now_us)
         .arg("crashed-waiter")
         .cmd("ZADD")
-        .arg(&line.until)
+        .arg(&*line.until)
         .arg(now_ms + 400)
         .arg("crashed-waiter")
         .query(&mut c)
@@ -268,7 +268,7 @@ async fn auto_renew_keeps_a_permit_and_a_removed_one_is_lost() {
     });
     let k = sem_keys(&name);
     let _: i64 = redis::cmd("ZREM")
-        .arg(&k.lock)
+        .arg(&*k.lock)
         .arg(permit.token())
         .query(&mut conn(&url))
         .unwrap();
@@ -328,7 +328,7 @@ async fn bad_inputs_are_refused_before_anything_is_sent() {
     // A holders key of the wrong type: a Redis error, and nothing written.
     let k = sem_keys("pool");
     let _: () = redis::cmd("SET")
-        .arg(&k.lock)
+        .arg(&*k.lock)
         .arg("x")
         .query(&mut conn(&url))
         .unwrap();

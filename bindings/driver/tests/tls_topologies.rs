@@ -87,7 +87,7 @@ fn listeners(urls: &[String], options: &ClientOptions, name: &str) -> i64 {
     let count = |conn: &mut redis::Connection, command: &str| {
         let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
             .arg(command)
-            .arg(&channel)
+            .arg(&*channel)
             .query(conn)
             .unwrap();
         match reply.get(1) {

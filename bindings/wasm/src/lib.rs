@@ -878,7 +878,7 @@ impl WasmLock {
     /// The pub/sub channel release notifications arrive on.
     #[wasm_bindgen(getter)]
     pub fn channel(&self) -> Vec<u8> {
-        self.lock.keys().channel.clone()
+        self.lock.keys().channel.to_vec()
     }
 }
 
@@ -891,10 +891,10 @@ impl WasmLock {
 
 /// `{ id, node, sha, keys, args, waitReplicas? }` (see `WasmLock::poll_command`).
 fn command_record(command: &fencelock_core::Command) -> JsValue {
-    let bytes = |items: &[Vec<u8>]| -> Array {
+    let bytes = |items: &[fencelock_core::Bytes]| -> Array {
         items
             .iter()
-            .map(|item| JsValue::from(Uint8Array::from(item.as_slice())))
+            .map(|item| JsValue::from(Uint8Array::from(&**item)))
             .collect()
     };
     let mut fields = vec![

@@ -517,7 +517,7 @@ impl Harness {
                     self.holds_until[c.node] = None;
                     self.last_mutation[c.node] = Some(c.id.0);
                     if c.script == Script::Handoff {
-                        let successor = c.args[1].as_slice();
+                        let successor = &*c.args[1];
                         assert_eq!(successor, OTHER_TOKEN.as_bytes(), "the successor's token");
                     }
                 }

@@ -6,7 +6,7 @@ use super::rounds::{Round, RoundKind};
 use super::timers::Timer;
 use super::{Lock, State};
 use crate::scripts::Role;
-use crate::{Command, CommandId, Error, Event, Instant, Kind, Script, Ttl, Wait};
+use crate::{Bytes, Command, CommandId, Error, Event, Instant, Kind, Script, Ttl, Wait};
 
 impl Lock {
     /// How many nodes every round's verdict is counted against: a
@@ -110,22 +110,27 @@ impl Lock {
     }
 
     /// `[token, ttl_ms, fence_ttl_ms]`: what every acquire and extend starts with.
-    fn token_and_ttls(&self, ttl: Ttl) -> Vec<Vec<u8>> {
+    fn token_and_ttls(&self, ttl: Ttl) -> Vec<Bytes> {
         vec![
-            self.config.token.0.as_bytes().to_vec(),
-            ttl.as_millis().to_string().into_bytes(),
+            self.token_arg(),
+            Bytes::decimal(ttl.as_millis()),
             self.fence_ttl(ttl),
         ]
     }
 
+    /// The lease's token, shared (a secret: only ever an argument).
+    fn token_arg(&self) -> Bytes {
+        self.config.token.0.clone().into()
+    }
+
     /// The line's keys, for the kinds that have one.
-    fn line(&self) -> [Vec<u8>; 2] {
+    fn line(&self) -> [Bytes; 2] {
         let line = self.config.keys.line.as_ref().expect("keys_for the kind");
         [line.waiting.clone(), line.until.clone()]
     }
 
     /// A read-write lock's other side.
-    fn other(&self) -> Vec<u8> {
+    fn other(&self) -> Bytes {
         self.config.keys.other.clone().expect("keys_for the kind")
     }
 
@@ -135,25 +140,26 @@ impl Lock {
         let mut args = self.token_and_ttls(ttl);
         // How long a place in the line lasts; 0: a try-once never takes one.
         let patience = || match self.waits_in_line() {
-            true => Kind::line_patience(&self.config.retry).as_millis(),
+            true => Kind::line_patience(&self.config.retry).as_millis() as u64,
             false => 0,
         };
         let (script, keys) = match self.config.kind {
             Kind::Mutex => (Script::Acquire, vec![lock, fence]),
             Kind::FairMutex => {
-                args.push(patience().to_string().into_bytes());
+                args.push(Bytes::decimal(patience()));
                 let [waiting, until] = self.line();
                 (Script::FairMutexAcquire, vec![lock, waiting, until, fence])
             }
             Kind::Semaphore(permits) => {
-                args.extend(
-                    [permits.get().to_string(), patience().to_string()].map(String::into_bytes),
-                );
+                args.extend([
+                    Bytes::decimal(permits.get().into()),
+                    Bytes::decimal(patience()),
+                ]);
                 let [waiting, until] = self.line();
                 (Script::FairAcquire, vec![lock, waiting, until, fence])
             }
             Kind::Write => {
-                args.extend([b"1".to_vec(), patience().to_string().into_bytes()]);
+                args.extend([Bytes::decimal(1), Bytes::decimal(patience())]);
                 let [waiting, until] = self.line();
                 (
                     Script::FairAcquire,
@@ -185,12 +191,8 @@ impl Lock {
     }
 
     /// The fence key's PX: the lock's ttl plus the grace.
-    fn fence_ttl(&self, ttl: Ttl) -> Vec<u8> {
-        self.config
-            .fence_grace
-            .fence_ttl(ttl)
-            .to_string()
-            .into_bytes()
+    fn fence_ttl(&self, ttl: Ttl) -> Bytes {
+        Bytes::decimal(self.config.fence_grace.fence_ttl(ttl))
     }
 
     pub(super) fn push_reclaim(&mut self, node: usize, ttl: Ttl, fence: u64) -> CommandId {
@@ -199,9 +201,9 @@ impl Lock {
             self.config.keys.fence.clone(),
         ];
         let mut args = vec![
-            self.config.token.0.as_bytes().to_vec(),
-            ttl.as_millis().to_string().into_bytes(),
-            fence.to_string().into_bytes(),
+            self.token_arg(),
+            Bytes::decimal(ttl.as_millis()),
+            Bytes::decimal(fence),
             self.fence_ttl(ttl),
         ];
         // The most holders the set may have, and the side that must be empty.
@@ -213,7 +215,7 @@ impl Lock {
             Kind::Read => 0,
             Kind::Write => 1,
         };
-        args.push(limit.to_string().into_bytes());
+        args.push(Bytes::decimal(limit.into()));
         if matches!(self.config.kind, Kind::Read | Kind::Write) {
             keys.push(self.other());
         }
@@ -238,7 +240,7 @@ impl Lock {
             Kind::FairMutex => Script::FairMutexRelease,
             _ => Script::HoldersRelease,
         };
-        let token = self.config.token.0.as_bytes().to_vec();
+        let token = self.token_arg();
         self.push(node, script, keys, vec![token])
     }
 
@@ -256,24 +258,17 @@ impl Lock {
             self.config.keys.channel.clone(),
         ];
         let args = vec![
-            self.config.token.0.as_bytes().to_vec(),
-            successor.token.0.as_bytes().to_vec(),
-            successor.ttl.as_millis().to_string().into_bytes(),
-            successor
-                .fence_grace
-                .fence_ttl(successor.ttl)
-                .to_string()
-                .into_bytes(),
+            self.token_arg(),
+            successor.token.0.clone().into(),
+            Bytes::decimal(successor.ttl.as_millis()),
+            Bytes::decimal(successor.fence_grace.fence_ttl(successor.ttl)),
         ];
         self.push(node, Script::Handoff, keys, args)
     }
 
     fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {
         let keys = vec![self.config.keys.fence.clone()];
-        let args = vec![
-            fence.to_string().into_bytes(),
-            self.fence_ttl(self.config.ttl),
-        ];
+        let args = vec![Bytes::decimal(fence), self.fence_ttl(self.config.ttl)];
         self.push(node, Script::RaiseFence, keys, args)
     }
 
@@ -281,8 +276,8 @@ impl Lock {
         &mut self,
         node: usize,
         script: Script,
-        keys: Vec<Vec<u8>>,
-        args: Vec<Vec<u8>>,
+        keys: Vec<Bytes>,
+        args: Vec<Bytes>,
     ) -> CommandId {
         let id = CommandId(self.next_id);
         self.next_id += 1;

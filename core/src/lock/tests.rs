@@ -544,7 +544,7 @@ fn release_to_sends_one_script_with_both_tokens_and_the_successors_ttls() {
     assert_eq!(c.script, Script::Handoff);
     let keys = KeySpace::default().keys(&LockName::new("job").unwrap());
     assert_eq!(c.keys, vec![keys.lock, keys.fence, keys.channel]);
-    let args: Vec<&[u8]> = c.args.iter().map(Vec::as_slice).collect();
+    let args: Vec<&[u8]> = c.args.iter().map(|a| &**a).collect();
     assert_eq!(args, [&b"t"[..], b"w", b"2000", b"62000"]);
     assert!(!format!("{c:?}").contains("\"w\""), "no token in Debug");
 }

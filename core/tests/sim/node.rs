@@ -9,6 +9,24 @@ pub type ZSet = BTreeMap<Vec<u8>, i64>;
 
 use fencelock_core::{Command, Reply, Script};
 
+/// A command's keys and arguments as owned bytes: this node's data types.
+struct Plain {
+    script: Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl From<&Command> for Plain {
+    fn from(cmd: &Command) -> Plain {
+        let owned = |all: &[fencelock_core::Bytes]| all.iter().map(|b| b.to_vec()).collect();
+        Plain {
+            script: cmd.script,
+            keys: owned(&cmd.keys),
+            args: owned(&cmd.args),
+        }
+    }
+}
+
 use super::{Micros, MS};
 
 // ---------------------------------------------------------------------------
@@ -227,7 +245,7 @@ impl Node {
     }
 
     /// fair_acquire.lua / read_acquire.lua: the sorted-set acquires.
-    fn acquire_in_set(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+    fn acquire_in_set(&mut self, now: Micros, cmd: &Plain) -> (Reply, Option<Vec<u8>>) {
         let err = |m: &str| (Reply::Error(m.to_string()), None);
         let read = cmd.script == Script::ReadAcquire;
         let (Some(holders), Some(waiting), Some(until), Some(fence_key)) = (
@@ -309,7 +327,7 @@ impl Node {
 
     /// fair_mutex_acquire.lua: the mutex's string key, the waiters in a
     /// fair line beside it.
-    fn acquire_fair_mutex(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+    fn acquire_fair_mutex(&mut self, now: Micros, cmd: &Plain) -> (Reply, Option<Vec<u8>>) {
         let err = |m: &str| (Reply::Error(m.to_string()), None);
         let (Some(lock), Some(waiting), Some(until), Some(fence_key), Some(token)) = (
             cmd.keys.first(),
@@ -364,6 +382,7 @@ impl Node {
     /// lock, the message it published on the lock's channel (`1`, or a fair
     /// mutex's wake id of the first waiter in line).
     pub fn exec(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+        let cmd = &Plain::from(cmd);
         self.executed.push(cmd.script);
         let err = |m: &str| (Reply::Error(m.to_string()), None);
         let key = |i: usize| cmd.keys.get(i).cloned();
@@ -747,7 +766,7 @@ impl Node {
     /// handoff.lua: release ours and, while nobody listens on the channel,
     /// set the successor's token and the next fence; else DEL + PUBLISH.
     /// -> {1, "fence"} | {2, 1} | {2, 0} (PUBLISH refused) | {0, pttl}
-    fn handoff(&mut self, now: Micros, cmd: &Command) -> (Reply, Option<Vec<u8>>) {
+    fn handoff(&mut self, now: Micros, cmd: &Plain) -> (Reply, Option<Vec<u8>>) {
         let err = |m: &str| (Reply::Error(m.to_string()), None);
         let key = |i: usize| cmd.keys.get(i).cloned();
         let arg = |i: usize| cmd.args.get(i).cloned();

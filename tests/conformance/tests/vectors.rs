@@ -49,10 +49,13 @@ fn listing_sends_the_documented_match_and_keeps_exactly_the_matching_names() {
     let mut scanned: Vec<Reply> = Vec::new();
     for name in names("held") {
         let keys = space.keys(&name);
-        scanned.extend([Reply::Bulk(keys.lock), Reply::Bulk(keys.fence)]);
+        scanned.extend([
+            Reply::Bulk(keys.lock.to_vec()),
+            Reply::Bulk(keys.fence.to_vec()),
+        ]);
     }
     for name in names("released") {
-        scanned.push(Reply::Bulk(space.keys(&name).fence));
+        scanned.push(Reply::Bulk(space.keys(&name).fence.to_vec()));
     }
     for case in doc["cases"].as_array().unwrap() {
         let why = case["why"].as_str().unwrap();
@@ -323,12 +326,20 @@ fn run_scenario(sc: &Value) {
     let line = keys.line.as_ref();
     let key = |k: &str| sc["keys"].get(k).map(bytes);
     assert_eq!(
-        line.map(|l| l.waiting.clone()),
+        line.map(|l| l.waiting.to_vec()),
         key("waiting"),
         "{title}: line"
     );
-    assert_eq!(line.map(|l| l.until.clone()), key("until"), "{title}: line");
-    assert_eq!(keys.other, key("other"), "{title}: other side");
+    assert_eq!(
+        line.map(|l| l.until.to_vec()),
+        key("until"),
+        "{title}: line"
+    );
+    assert_eq!(
+        keys.other.as_deref().map(<[u8]>::to_vec),
+        key("other"),
+        "{title}: other side"
+    );
     let wait = match &sc["wait_ms"] {
         Value::Null => Wait::Forever,
         v => Wait::from_millis_f64(Some(number(v))).unwrap(),
