@@ -478,12 +478,9 @@ impl Lock {
             return;
         }
         let replicas = self.replicas;
-        if let Some(at) = self
-            .round
-            .as_mut()
-            .and_then(|round| round.record(id, &reply, replicas))
-        {
-            let round = self.round.as_ref().expect("matched above");
+        if let Some(at) = self.round.as_ref().and_then(|round| round.position(id)) {
+            let round = self.round.as_mut().expect("matched above");
+            round.record(at, reply, replicas);
             if round.kind == RoundKind::Attempt {
                 let node = round.ids[at].1;
                 // Only a node that surely did not set our key can be forgotten.
@@ -499,15 +496,13 @@ impl Lock {
                 let round = self.round.take().expect("matched above");
                 self.finish_round(now, round);
             }
-        } else if self
-            .extend
-            .as_mut()
-            .and_then(|round| round.record(id, &reply, replicas))
-            .is_some()
-            && self.extend.as_deref().is_some_and(Round::is_complete)
-        {
-            let round = self.extend.take().expect("matched above");
-            self.finish_extend(now, *round);
+        } else if let Some(at) = self.extend.as_ref().and_then(|round| round.position(id)) {
+            let round = self.extend.as_mut().expect("matched above");
+            round.record(at, reply, replicas);
+            if round.is_complete() {
+                let round = self.extend.take().expect("matched above");
+                self.finish_extend(now, *round);
+            }
         }
         // Anything else is a stale or unknown id: ignored.
     }

@@ -50,19 +50,17 @@ impl RoundKind {
 }
 
 impl Round {
-    /// If `id` is one of this round's commands, note its outcome (the first
-    /// reply counts; a repeat changes nothing) and return its position.
-    pub(super) fn record(
-        &mut self,
-        id: CommandId,
-        reply: &Reply,
-        replicas: Option<WaitReplicas>,
-    ) -> Option<usize> {
-        let at = self.ids.iter().position(|&(c, _)| c == id)?;
+    /// Where `id` is among this round's commands, if it is one of them.
+    pub(super) fn position(&self, id: CommandId) -> Option<usize> {
+        self.ids.iter().position(|&(c, _)| c == id)
+    }
+
+    /// Note the outcome of the command at `at` (the first reply counts; a
+    /// repeat changes nothing).
+    pub(super) fn record(&mut self, at: usize, reply: Reply, replicas: Option<WaitReplicas>) {
         if self.outcomes[at].is_none() {
-            self.outcomes[at] = Some(Outcome::read(self.kind.role(), reply.clone(), replicas));
+            self.outcomes[at] = Some(Outcome::read(self.kind.role(), reply, replicas));
         }
-        Some(at)
     }
 
     pub(super) fn is_complete(&self) -> bool {
