@@ -353,7 +353,9 @@ impl Client {
         let keys = self.inner.keyspace.keys_for(&name, kind);
         let uuid = uuid::Uuid::new_v4();
         let seed = u64::from_le_bytes(uuid.as_bytes()[..8].try_into().expect("16 bytes"));
-        let token = Token(uuid.hyphenated().to_string().into());
+        // Written on the stack, then shared: one allocation, not two.
+        let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+        let token = Token((&*uuid.hyphenated().encode_lower(&mut text)).into());
         Ok(LockConfig {
             name,
             kind,

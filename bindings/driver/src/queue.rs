@@ -19,6 +19,7 @@
 //! whose caller leaves once promised still takes delivery and gives the
 //! lock back ([`abandon`]): the handoff may have set its key.
 
+use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
@@ -528,11 +529,12 @@ impl Drop for Slot {
     fn drop(&mut self) {
         drop(self.entry.take());
         let mut slots = self.queues.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = slots.get(&self.name) {
+        // One lookup, as in `Owned`'s drop.
+        if let MapEntry::Occupied(entry) = slots.entry(self.name.clone()) {
             // Clones are only made under this lock, so a count of one means
             // nobody holds or waits for this name.
-            if Arc::strong_count(entry) == 1 {
-                slots.remove(&self.name);
+            if Arc::strong_count(entry.get()) == 1 {
+                entry.remove();
             }
         }
     }
