@@ -115,7 +115,7 @@ impl KeySpace {
         LockKeys {
             fence: with(b":fence"),
             channel: with(b":released"),
-            lock: Bytes::concat(&[&base]),
+            lock: base,
             line: None,
             other: None,
         }
@@ -137,7 +137,7 @@ impl KeySpace {
             Kind::Semaphore(_) => &b":semaphore"[..],
             Kind::Read | Kind::Write => b":rw",
         };
-        let base = [self.base(name).as_slice(), part].concat();
+        let base = [&*self.base(name), part].concat();
         let with = |suffix: &[u8]| Bytes::concat(&[&base, suffix]);
         let line = Some(LineKeys {
             waiting: with(b":waiting"),
@@ -159,28 +159,22 @@ impl KeySpace {
 
     /// `<prefix>{<name>}`, or `<prefix>#{<escaped name>}`: the mutex's lock
     /// key and every other key's start.
-    fn base(&self, name: &LockName) -> Vec<u8> {
+    fn base(&self, name: &LockName) -> Bytes {
         let name = name.as_bytes();
-        // Room for the usual case (no braces to escape): the lock key is
-        // this buffer, kept for the lease's life.
-        let mut base = Vec::with_capacity(self.prefix.len() + name.len() + 2);
-        base.extend_from_slice(&self.prefix);
-        if name.iter().any(|b| matches!(b, b'{' | b'}')) {
-            base.extend_from_slice(b"#{");
-            for &byte in name {
-                match byte {
-                    b'%' => base.extend_from_slice(b"%25"),
-                    b'{' => base.extend_from_slice(b"%7B"),
-                    b'}' => base.extend_from_slice(b"%7D"),
-                    other => base.push(other),
-                }
-            }
-        } else {
-            base.push(b'{');
-            base.extend_from_slice(name);
+        if !name.iter().any(|b| matches!(b, b'{' | b'}')) {
+            // The usual case, in one allocation: it is the lock key.
+            return Bytes::concat(&[&self.prefix, b"{", name, b"}"]);
         }
-        base.push(b'}');
-        base
+        let mut escaped = Vec::with_capacity(name.len() + 8);
+        for &byte in name {
+            match byte {
+                b'%' => escaped.extend_from_slice(b"%25"),
+                b'{' => escaped.extend_from_slice(b"%7B"),
+                b'}' => escaped.extend_from_slice(b"%7D"),
+                other => escaped.push(other),
+            }
+        }
+        Bytes::concat(&[&self.prefix, b"#{", &escaped, b"}"])
     }
 
     /// The `SCAN MATCH` argument for the lock keys of names matching

@@ -405,7 +405,6 @@ impl Client {
         started: std::time::Instant,
     ) -> Acquiring {
         let kind = config.kind;
-        let (reply, rx) = oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
         // In line now, in call order, before anything is spawned or awaited;
         // a release of this client may hand us the lock (`successor`).
@@ -448,6 +447,7 @@ impl Client {
             place => place,
         };
         let place = Arc::new(std::sync::Mutex::new(Some(place)));
+        let (reply, rx) = oneshot::channel();
         let actors = conns.actors.clone();
         actors.spawn_on(
             driver::run(Job {
