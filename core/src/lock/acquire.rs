@@ -44,8 +44,7 @@ impl Lock {
         // No usable majority: give back what we may hold, then retry or fail.
         self.compensate(now, false);
         let failures: Vec<&str> = round
-            .outcomes
-            .iter()
+            .outcomes()
             .filter_map(|o| match o {
                 Some(Outcome::Failed(m) | Outcome::Unknown(m)) => Some(m.as_str()),
                 _ => None,
@@ -74,8 +73,7 @@ impl Lock {
         self.unreachable_rounds = 0;
         self.stats.contended_attempts = self.stats.contended_attempts.saturating_add(1);
         let holder_pttl = round
-            .outcomes
-            .iter()
+            .outcomes()
             .filter_map(|o| match o {
                 Some(Outcome::No(pttl)) => Some(*pttl),
                 _ => None,
@@ -184,8 +182,7 @@ impl Lock {
         already: usize,
     ) {
         let raised = round
-            .outcomes
-            .iter()
+            .outcomes()
             .filter(|o| matches!(o, Some(Outcome::Yes(f)) if *f >= fence))
             .count();
         let valid = self.timers.get(Timer::Expiry).is_some_and(|v| v > now);
@@ -247,11 +244,10 @@ impl Lock {
 /// The nodes that granted in an attempt round, with their fences.
 fn granted(round: &Round) -> Vec<(usize, u64)> {
     round
-        .outcomes
-        .iter()
+        .outcomes()
         .enumerate()
         .filter_map(|(at, o)| match o {
-            Some(Outcome::Yes(fence)) => Some((round.ids[at].1, *fence)),
+            Some(Outcome::Yes(fence)) => Some((round.sent[at].node, *fence)),
             _ => None,
         })
         .collect()

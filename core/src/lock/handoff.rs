@@ -57,8 +57,7 @@ impl Handoff {
             ttl: successor.ttl,
             sent_at: round.sent_at,
             outcomes: round
-                .outcomes
-                .iter()
+                .outcomes()
                 .map(|o| o.as_ref().map_or(Outcome::No(-2), Outcome::for_successor))
                 .collect(),
         }

@@ -41,7 +41,7 @@ mod tests;
 pub use self::handoff::{Handoff, Successor};
 use self::outbox::Outbox;
 use self::outcomes::Outcome;
-use self::rounds::{Round, RoundKind};
+use self::rounds::{Round, RoundKind, Sent};
 use self::timers::{Timer, TimerTable};
 use crate::{
     Command, CommandId, Error, Event, FenceGrace, Instant, Kind, LockKeys, LockName, MaxHold,
@@ -413,10 +413,16 @@ impl Lock {
             kind: RoundKind::Attempt,
             sent_at: handoff.sent_at,
             ttl: handoff.ttl,
-            ids: (0..handoff.outcomes.len())
-                .map(|node| (CommandId(u64::MAX), node))
+            sent: handoff
+                .outcomes
+                .into_iter()
+                .enumerate()
+                .map(|(node, outcome)| Sent {
+                    id: CommandId(u64::MAX),
+                    node,
+                    outcome: Some(outcome),
+                })
                 .collect(),
-            outcomes: handoff.outcomes.into_iter().map(Some).collect(),
         }
     }
 
@@ -482,13 +488,15 @@ impl Lock {
             let round = self.round.as_mut().expect("matched above");
             round.record(at, reply, replicas);
             if round.kind == RoundKind::Attempt {
-                let node = round.ids[at].1;
+                let Sent {
+                    node, ref outcome, ..
+                } = round.sent[at];
                 // Only a node that surely did not set our key can be forgotten.
-                if let Some(Outcome::No(_) | Outcome::Failed(_)) = round.outcomes[at] {
+                if let Some(Outcome::No(_) | Outcome::Failed(_)) = outcome {
                     self.maybe_holding[node] = false;
                 }
                 // A grant or a refusal left no place in the line there.
-                if let Some(Outcome::Yes(_) | Outcome::Failed(_)) = round.outcomes[at] {
+                if let Some(Outcome::Yes(_) | Outcome::Failed(_)) = outcome {
                     self.queued[node] = false;
                 }
             }

@@ -2,7 +2,7 @@
 //! compensating releases, reclaims; built only here, so each script's
 //! KEYS/ARGV layout is written once) and the events they have in common.
 
-use super::rounds::{Round, RoundKind};
+use super::rounds::{Round, RoundKind, Sent};
 use super::timers::Timer;
 use super::{Lock, State};
 use crate::scripts::Role;
@@ -88,7 +88,7 @@ impl Lock {
         ttl: Ttl,
         to: impl Fn(usize) -> bool,
     ) -> Round {
-        let mut ids = Vec::new();
+        let mut sent = Vec::with_capacity(self.config.nodes);
         for node in (0..self.config.nodes).filter(|&n| to(n)) {
             let id = match kind {
                 RoundKind::WriteBack { fence, .. } => self.push_raise_fence(node, fence),
@@ -97,15 +97,17 @@ impl Lock {
                 RoundKind::Attempt => self.push_attempt(node, ttl),
                 RoundKind::Extend { .. } => self.push_extend(node, ttl),
             };
-            ids.push((id, node));
+            sent.push(Sent {
+                id,
+                node,
+                outcome: None,
+            });
         }
-        let outcomes = vec![None; ids.len()];
         Round {
             kind,
             sent_at: now,
             ttl,
-            ids,
-            outcomes,
+            sent,
         }
     }
 

@@ -13,15 +13,10 @@ impl Lock {
     /// A handoff round first reports what it did for the successor.
     pub(super) fn finish_release(&mut self, round: Round) {
         let yes = round
-            .outcomes
-            .iter()
+            .outcomes()
             .filter(|o| o.as_ref().is_some_and(Outcome::released))
             .count();
-        if round
-            .outcomes
-            .iter()
-            .any(|o| matches!(o, Some(Outcome::Yes(2))))
-        {
+        if round.outcomes().any(|o| matches!(o, Some(Outcome::Yes(2)))) {
             self.events.push_back(Event::NotPublished);
         }
         let result = if self.lost {

@@ -4,7 +4,7 @@
 use super::outbox::Outbox;
 
 use super::outcomes::Outcome;
-use super::rounds::{Round, RoundKind};
+use super::rounds::{Round, RoundKind, Sent};
 use super::timers::{renew_interval, Timer};
 use super::Lock;
 use crate::{Error, Event, Instant};
@@ -61,13 +61,11 @@ impl Lock {
             events.extend(std::iter::repeat_n(event, callers));
         };
         let yes = round
-            .outcomes
-            .iter()
+            .outcomes()
             .filter(|o| matches!(o, Some(Outcome::Yes(_))))
             .count();
         let no = round
-            .outcomes
-            .iter()
+            .outcomes()
             .filter(|o| matches!(o, Some(Outcome::No(_))))
             .count();
         let valid_until = round.valid_until();
@@ -139,8 +137,11 @@ impl Lock {
     /// have our token when it runs.
     fn reclaim(&mut self, round: &Round) {
         let Some(fence) = self.fence else { return };
-        for (at, &(_, node)) in round.ids.iter().enumerate() {
-            if matches!(round.outcomes[at], Some(Outcome::No(_))) {
+        for &Sent {
+            node, ref outcome, ..
+        } in &round.sent
+        {
+            if matches!(outcome, Some(Outcome::No(_))) {
                 let id = self.push_reclaim(node, round.ttl, fence);
                 self.maybe_holding[node] = true;
                 self.cleanup.push(id);

@@ -12,10 +12,19 @@ pub(super) struct Round {
     pub(super) kind: RoundKind,
     pub(super) sent_at: Instant,
     pub(super) ttl: Ttl,
-    /// Each command sent, with the node it went to.
-    pub(super) ids: Vec<(CommandId, usize)>,
-    /// One per command, in the same order; `None` until its reply.
-    pub(super) outcomes: Vec<Option<Outcome>>,
+    /// Each command sent, with its node and outcome: one vector, not one
+    /// per field (one allocation per round).
+    pub(super) sent: Vec<Sent>,
+}
+
+/// A command of a round.
+#[derive(Debug)]
+pub(super) struct Sent {
+    pub(super) id: CommandId,
+    /// The node it went to.
+    pub(super) node: usize,
+    /// `None` until its reply.
+    pub(super) outcome: Option<Outcome>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,19 +61,25 @@ impl RoundKind {
 impl Round {
     /// Where `id` is among this round's commands, if it is one of them.
     pub(super) fn position(&self, id: CommandId) -> Option<usize> {
-        self.ids.iter().position(|&(c, _)| c == id)
+        self.sent.iter().position(|s| s.id == id)
     }
 
     /// Note the outcome of the command at `at` (the first reply counts; a
     /// repeat changes nothing).
     pub(super) fn record(&mut self, at: usize, reply: Reply, replicas: Option<WaitReplicas>) {
-        if self.outcomes[at].is_none() {
-            self.outcomes[at] = Some(Outcome::read(self.kind.role(), reply, replicas));
+        let outcome = &mut self.sent[at].outcome;
+        if outcome.is_none() {
+            *outcome = Some(Outcome::read(self.kind.role(), reply, replicas));
         }
     }
 
+    /// Each command's outcome, in the order sent.
+    pub(super) fn outcomes(&self) -> impl Iterator<Item = &Option<Outcome>> {
+        self.sent.iter().map(|s| &s.outcome)
+    }
+
     pub(super) fn is_complete(&self) -> bool {
-        self.outcomes.iter().all(Option::is_some)
+        self.outcomes().all(Option::is_some)
     }
 
     /// How long a yes from this round lets the holder rely on the lock:
@@ -75,7 +90,7 @@ impl Round {
 
     /// The first refusal or unknown outcome's message, for the error.
     pub(super) fn first_failure(&self) -> Option<String> {
-        self.outcomes.iter().find_map(|o| match o {
+        self.outcomes().find_map(|o| match o {
             Some(Outcome::Failed(m) | Outcome::Unknown(m)) => Some(m.clone()),
             _ => None,
         })
@@ -93,8 +108,7 @@ impl Round {
     ) -> Option<Error> {
         let wanted = replicas?.replicas;
         let short: Vec<u32> = self
-            .outcomes
-            .iter()
+            .outcomes()
             .filter_map(|o| match o {
                 Some(Outcome::Unreplicated { acked }) => Some(*acked),
                 _ => None,
