@@ -17,9 +17,9 @@ impl Lock {
     pub(super) fn start_attempt(&mut self, now: Instant) {
         self.timers.stop(Timer::Retry);
         self.woken = false;
-        self.maybe_holding.iter_mut().for_each(|m| *m = true);
+        self.on_node.iter_mut().for_each(|n| n.maybe_holding = true);
         if self.waits_in_line() {
-            self.queued.iter_mut().for_each(|q| *q = true);
+            self.on_node.iter_mut().for_each(|n| n.queued = true);
         }
         self.round = Some(self.fan_out(now, RoundKind::Attempt, self.config.ttl, |_| true));
     }
@@ -199,7 +199,7 @@ impl Lock {
         self.unsubscribe();
         // A place left where a node said no goes with the lease's release
         // (which leaves the line on every node) or expires.
-        self.queued.iter_mut().for_each(|q| *q = false);
+        self.on_node.iter_mut().for_each(|n| n.queued = false);
         self.fence = Some(fence);
         self.state = State::Held;
         self.stats.granted_attempt_sent = Some(sent_at);

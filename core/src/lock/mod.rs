@@ -152,11 +152,9 @@ pub struct Lock {
     /// Boxed, as are the other rarely set fields below: a held lease keeps
     /// its `Lock` for as long as it is held.
     extend: Option<Box<Round>>,
-    /// Nodes where our key may exist: granted, or an unknown outcome.
-    maybe_holding: Vec<bool>,
-    /// Nodes where an attempt may have left us in the fair line (kinds
-    /// that queue): an acquire that ends without the lease leaves it there.
-    queued: Vec<bool>,
+    /// What we may have left on each node (one vector for both flags: one
+    /// allocation per lease).
+    on_node: Vec<OnNode>,
     /// Compensating releases and reclaims in flight (their replies change
     /// nothing but a refused wake-up).
     cleanup: Vec<CommandId>,
@@ -191,6 +189,16 @@ pub struct Lock {
     stats: LockStats,
 }
 
+/// What one node may hold of ours.
+#[derive(Clone, Copy, Debug, Default)]
+struct OnNode {
+    /// Our key may exist there: granted, or an unknown outcome.
+    maybe_holding: bool,
+    /// An attempt may have left us in the fair line there (kinds that
+    /// queue): an acquire that ends without the lease leaves it there.
+    queued: bool,
+}
+
 impl Lock {
     #[must_use]
     pub fn new(config: LockConfig) -> Self {
@@ -203,8 +211,7 @@ impl Lock {
         Lock {
             rng: config.seed | 1,
             current_ttl: config.ttl,
-            maybe_holding: vec![false; nodes],
-            queued: vec![false; nodes],
+            on_node: vec![OnNode::default(); nodes],
             config: LockConfig { nodes, ..config },
             state: State::Idle,
             commands: Outbox::default(),
@@ -398,7 +405,7 @@ impl Lock {
             )));
         }
         for (node, outcome) in handoff.outcomes.iter().enumerate() {
-            self.maybe_holding[node] = matches!(
+            self.on_node[node].maybe_holding = matches!(
                 outcome,
                 Outcome::Yes(_) | Outcome::Unknown(_) | Outcome::Unreplicated { .. }
             );
@@ -461,7 +468,7 @@ impl Lock {
                 self.timers.stop(Timer::Retry);
                 self.unsubscribe();
                 if self.state == State::Held {
-                    self.maybe_holding.iter_mut().for_each(|m| *m = true);
+                    self.on_node.iter_mut().for_each(|n| n.maybe_holding = true);
                 }
                 self.state = State::Releasing;
                 self.compensate(now, true);
@@ -493,11 +500,11 @@ impl Lock {
                 } = round.sent[at];
                 // Only a node that surely did not set our key can be forgotten.
                 if let Some(Outcome::No(_) | Outcome::Failed(_)) = outcome {
-                    self.maybe_holding[node] = false;
+                    self.on_node[node].maybe_holding = false;
                 }
                 // A grant or a refusal left no place in the line there.
                 if let Some(Outcome::Yes(_) | Outcome::Failed(_)) = outcome {
-                    self.queued[node] = false;
+                    self.on_node[node].queued = false;
                 }
             }
             if round.is_complete() {

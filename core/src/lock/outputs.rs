@@ -20,9 +20,9 @@ impl Lock {
     pub(super) fn compensate(&mut self, now: Instant, wake: bool) {
         let _ = now;
         for node in 0..self.config.nodes {
-            if std::mem::take(&mut self.maybe_holding[node]) {
+            if std::mem::take(&mut self.on_node[node].maybe_holding) {
                 // The release leaves the line there too.
-                self.queued[node] = false;
+                self.on_node[node].queued = false;
                 let id = self.push_release(node, wake);
                 self.cleanup.push(id);
             }
@@ -40,7 +40,7 @@ impl Lock {
     /// behind it (a permit it was first in line for is theirs now).
     pub(super) fn leave_line(&mut self) {
         for node in 0..self.config.nodes {
-            if std::mem::take(&mut self.queued[node]) {
+            if std::mem::take(&mut self.on_node[node].queued) {
                 let id = self.push_release(node, true);
                 self.cleanup.push(id);
             }

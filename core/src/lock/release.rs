@@ -30,7 +30,7 @@ impl Lock {
             self.mark_lost();
             Err(self.lock_lost())
         };
-        self.maybe_holding.iter_mut().for_each(|m| *m = false);
+        self.on_node.iter_mut().for_each(|n| n.maybe_holding = false);
         if round.kind == RoundKind::Handoff {
             let successor = self.successor.take().expect("a handoff round has one");
             let handoff = Handoff::from_round(&successor, &round);

@@ -90,7 +90,7 @@ impl Lock {
             // Extended, but not on enough replicas: a failover could lose it,
             // so it no longer counts as held. Give it back.
             self.mark_lost();
-            self.maybe_holding.iter_mut().for_each(|m| *m = true);
+            self.on_node.iter_mut().for_each(|n| n.maybe_holding = true);
             self.compensate(now, true);
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else if yes >= quorum && valid_until > now {
@@ -143,7 +143,7 @@ impl Lock {
         {
             if matches!(outcome, Some(Outcome::No(_))) {
                 let id = self.push_reclaim(node, round.ttl, fence);
-                self.maybe_holding[node] = true;
+                self.on_node[node].maybe_holding = true;
                 self.cleanup.push(id);
             }
         }
