@@ -30,7 +30,9 @@ impl Lock {
             self.mark_lost();
             Err(self.lock_lost())
         };
-        self.on_node.iter_mut().for_each(|n| n.maybe_holding = false);
+        self.on_node
+            .iter_mut()
+            .for_each(|n| n.maybe_holding = false);
         if round.kind == RoundKind::Handoff {
             let successor = self.successor.take().expect("a handoff round has one");
             let handoff = Handoff::from_round(&successor, &round);
