@@ -9,12 +9,13 @@
 use std::future::Future;
 use std::sync::{Arc, Weak};
 
-use fencelock_core::{CommandId, Error, Event, Lock, Operation, Progress, Reply, Ttl};
+use fencelock_core::{Error, Event, Lock, Operation, Progress, Ttl};
 use tokio::runtime::Handle;
 
 use crate::clock::{now, to_tokio};
 use crate::connections::{Connections, Owned};
 use crate::driver;
+use crate::in_flight::{run_queued, InFlight};
 use crate::lease_state::Shared;
 use crate::metrics;
 use crate::queue::{Promise, Turn};
@@ -56,7 +57,7 @@ pub(crate) fn hold(
         shared: Arc::clone(&shared),
         runtime: runtime.clone(),
         seen,
-        sent: Vec::new(),
+        in_flight: InFlight::Idle,
         asked: None,
         answer: None,
     }));
@@ -91,7 +92,7 @@ pub(crate) struct Held {
     runtime: Handle,
     seen: metrics::Seen,
     /// Commands sent whose replies the core has not had.
-    sent: Vec<CommandId>,
+    in_flight: InFlight,
     /// The request a caller waits on, and its answer once the core gave it.
     asked: Option<Operation>,
     answer: Option<Result<(), Error>>,
@@ -140,32 +141,8 @@ impl Held {
             while let Some(event) = self.lock().poll_event() {
                 self.on_event(event);
             }
-            let first = self.lock().poll_command();
-            if let Some(first) = first {
-                match self.lock().poll_command() {
-                    // One node: one command at a time, run as it is.
-                    None => {
-                        self.sent.push(first.id);
-                        let reply = conns.run_one(&first, None).await;
-                        self.sent.clear();
-                        self.lock().handle_reply(now(), first.id, reply);
-                    }
-                    Some(second) => {
-                        let mut commands = vec![first, second];
-                        while let Some(more) = self.lock().poll_command() {
-                            commands.push(more);
-                        }
-                        self.sent.extend(commands.iter().map(|c| c.id));
-                        let runs = commands.iter().map(|c| conns.run_one(c, None));
-                        let replies = futures_util::future::join_all(runs).await;
-                        self.sent.clear();
-                        let at = now();
-                        for (command, reply) in commands.iter().zip(replies) {
-                            self.lock().handle_reply(at, command.id, reply);
-                        }
-                    }
-                }
-                let lock = self.lock.as_ref().expect("until dropped");
+            let lock = self.lock.as_mut().expect("until dropped");
+            if run_queued(conns, lock, &mut self.in_flight, None).await {
                 self.seen.record(lock.name(), lock.stats());
                 continue;
             }
@@ -279,10 +256,11 @@ impl Drop for Running {
         };
         held.asked = None;
         held.answer = None;
-        let at = now();
-        for id in std::mem::take(&mut held.sent) {
-            held.lock()
-                .handle_reply(at, id, Reply::Unknown("the caller stopped waiting".into()));
+        {
+            let held = &mut *held;
+            let lock = held.lock.as_mut().expect("until dropped");
+            held.in_flight
+                .abandon(lock, now(), "the caller stopped waiting");
         }
         let Some(conns) = held.conns.upgrade() else {
             return;

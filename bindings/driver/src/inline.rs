@@ -1,12 +1,14 @@
 //! The inline fast path: an acquire that finds its name's local line free
-//! and will not renew (a single node, a plain mutex, no `auto_renew`) runs
-//! its first attempt in the caller's future, and its lease's extend and
-//! release drive the core there too: no task and no channel per lease.
+//! and will not renew (a plain mutex, no `auto_renew`; one node or
+//! Redlock's several) runs its first attempt in the caller's future, and
+//! its lease's extend and release drive the core there too: no task and no
+//! channel per lease. A Redlock round's commands go out at once and its
+//! fence write-back, if any, runs here as well.
 //!
 //! The core's `Lock` decides everything, exactly as in an actor; this file
-//! only moves its commands out and replies in. An acquire that has to wait
-//! (held: pub/sub, timers, handoff) or to do more than one round goes on in
-//! an actor from where it stands (`driver::resume`). Nothing is lost to a
+//! only moves its commands out and replies in (`in_flight.rs`). An acquire
+//! that has to wait (held or unreachable: pub/sub, timers, handoff) goes on
+//! in an actor from where it stands (`driver::resume`). Nothing is lost to a
 //! dropped future: an acquire dropped after its attempt may have reached
 //! Redis cancels the core and drives its compensating release in a task
 //! (`driver::finish`); a release or an extend dropped mid-flight tells the
@@ -19,15 +21,14 @@
 
 use std::sync::Arc;
 
-use fencelock_core::{
-    CommandId, Error, Event, Lock, LockConfig, Operation, Progress, Reply, State,
-};
+use fencelock_core::{Error, Event, Lock, LockConfig, Operation, Progress, State};
 use tokio::runtime::Handle;
 
 use crate::clock::now;
 use crate::connections::{Connections, Owned};
 use crate::driver::{self, Answer, Prepared};
 use crate::held;
+use crate::in_flight::{run_queued, InFlight};
 use crate::lease::{Backend, Granted, Lease};
 use crate::lease_state::{LeaseParts, Shared};
 use crate::metrics;
@@ -44,9 +45,9 @@ pub(crate) struct Start {
 }
 
 /// Whether an acquire may take the fast path: one that never needs a timer
-/// while held, on one node (Redlock's fan-out and quorum stay in actors).
+/// while held.
 pub(crate) fn fits(config: &LockConfig) -> bool {
-    config.kind == fencelock_core::Kind::Mutex && !config.auto_renew && config.nodes == 1
+    config.kind == fencelock_core::Kind::Mutex && !config.auto_renew
 }
 
 /// The attempt in flight: dropped before it is done (the caller's future
@@ -59,8 +60,8 @@ struct Attempt {
     conns: Arc<Connections>,
     cancelled: Cancelled,
     runtime: Handle,
-    /// The attempt was sent and its reply not handed to the core.
-    sent: Option<CommandId>,
+    /// Commands sent whose replies the core has not had.
+    in_flight: InFlight,
     /// The core's stats already recorded as metrics.
     seen: metrics::Seen,
 }
@@ -82,10 +83,9 @@ impl Drop for Attempt {
             .store(true, std::sync::atomic::Ordering::Release);
         metrics::acquire_cancelled(lock.name());
         let at = now();
-        if let Some(id) = self.sent.take() {
-            // The attempt may have run: the core assumes the worst.
-            lock.handle_reply(at, id, Reply::Unknown("the acquire was cancelled".into()));
-        }
+        // What was sent may have run: the core assumes the worst.
+        self.in_flight
+            .abandon(&mut lock, at, "the acquire was cancelled");
         lock.cancel(at);
         if lock.progress() == Progress::Finished && lock.poll_command().is_none() {
             return;
@@ -124,16 +124,21 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
         conns: Arc::clone(&conns),
         cancelled,
         runtime,
-        sent: None,
+        in_flight: InFlight::Idle,
         seen: metrics::Seen::default(),
     };
-    if let Some(command) = attempt.lock().poll_command() {
-        attempt.sent = Some(command.id);
-        let reply = conns.run_one(&command, acquire_deadline).await;
-        attempt.sent = None;
+    // The attempt's round runs here, and a Redlock fence write-back after
+    // it; once no round is under way, the acquire is decided (a grant, or
+    // a failure whose compensation an actor finishes) or waits (an actor).
+    loop {
         let lock = attempt.lock.as_mut().expect("until taken");
-        lock.handle_reply(now(), command.id, reply);
+        if !run_queued(&conns, lock, &mut attempt.in_flight, acquire_deadline).await {
+            break;
+        }
         attempt.seen.record(lock.name(), lock.stats());
+        if !lock.round_in_flight() {
+            break;
+        }
     }
     if *conns.closed.borrow() {
         // Closed meanwhile: `close` fails pending acquires; the attempt's

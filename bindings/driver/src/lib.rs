@@ -215,6 +215,7 @@ mod connections;
 mod deployment;
 mod driver;
 mod held;
+mod in_flight;
 mod inline;
 mod lease;
 mod lease_state;

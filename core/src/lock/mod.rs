@@ -692,6 +692,15 @@ impl Lock {
         }
     }
 
+    /// Whether a round is under way (an attempt, a fence write-back, a
+    /// release): sent or queued, its replies decide what the caller hears
+    /// next. Compensating releases are not rounds. After an attempt's
+    /// replies, `false` means the acquire is decided or waits for a timer.
+    #[must_use]
+    pub fn round_in_flight(&self) -> bool {
+        self.round.is_some()
+    }
+
     #[must_use]
     pub fn is_lost(&self) -> bool {
         self.lost
