@@ -212,7 +212,7 @@ QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
 def measure_write_back(a, lang: str, kind: str, log_dir: str) -> dict | None:
-    """How often a Redlock acquire needs the fence write-back (issue 10).
+    """How often a Redlock acquire needs the fence write-back.
 
     One extra S4 run of `kind` alone, with `redis-cli MONITOR` on each of the
     5 nodes (kept out of the timed rounds: MONITOR costs the servers a little
