@@ -409,7 +409,7 @@ impl Client {
         // In line now, in call order, before anything is spawned or awaited;
         // a release of this client may hand us the lock (`successor`).
         let place = if kind.lines_up_locally() && handoff.is_none() {
-            let slot = self.inner.queues.slot(config.name.as_bytes());
+            let slot = self.inner.queues.slot(&config.name);
             slot.line_up(&cancelled, || Successor::new(&config))
         } else {
             // Permits and readers are shared, and a fair mutex's waiters

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use fencelock_core::{Handoff, Successor};
+use fencelock_core::{Handoff, LockName, Successor};
 use tokio::sync::{Mutex as FairMutex, Notify, OwnedMutexGuard};
 
 /// Set (once) when the acquire that owns it is cancelled by its caller.
@@ -200,7 +200,7 @@ pub(crate) async fn abandon(candidate: &Candidate) -> Option<(Turn, Handoff)> {
     }
 }
 
-type Slots = HashMap<Arc<[u8]>, Arc<Entry>>;
+type Slots = HashMap<LockName, Arc<Entry>>;
 
 #[derive(Debug, Default)]
 pub(crate) struct NameQueues {
@@ -209,21 +209,15 @@ pub(crate) struct NameQueues {
 
 impl NameQueues {
     /// A place in `name`'s queue (not yet taken).
-    pub(crate) fn slot(self: &Arc<Self>, name: &[u8]) -> Slot {
+    pub(crate) fn slot(self: &Arc<Self>, name: &LockName) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        // The map's key and every slot of the name share one copy of it.
-        let (name, entry) = match slots.get_key_value(name) {
-            Some((name, entry)) => (Arc::clone(name), Arc::clone(entry)),
-            None => {
-                let (name, entry): (Arc<[u8]>, _) = (name.into(), Arc::new(Entry::default()));
-                slots.insert(Arc::clone(&name), Arc::clone(&entry));
-                (name, entry)
-            }
-        };
+        // The map's key and every slot of the name share the lease's copy
+        // of it (`LockName` is shared, not copied).
+        let entry = slots.entry(name.clone()).or_default();
         Slot {
-            entry: Some(entry),
+            entry: Some(Arc::clone(entry)),
             queues: Arc::clone(self),
-            name,
+            name: Some(name.clone()),
         }
     }
 
@@ -235,8 +229,8 @@ impl NameQueues {
         let slot = Slot {
             entry: Some(Arc::new(Entry::default())),
             queues: Arc::clone(self),
-            // Lock names are never empty: no entry is ever filed here.
-            name: Arc::new([]),
+            // On no name's queue: nothing to remove from the map.
+            name: None,
         };
         // A fresh entry: the turn is free, so nobody ever waits to be
         // handed anything here.
@@ -256,7 +250,8 @@ impl NameQueues {
 pub(crate) struct Slot {
     entry: Option<Arc<Entry>>,
     queues: Arc<NameQueues>,
-    name: Arc<[u8]>,
+    /// `None` for a turn of its own (`NameQueues::alone`).
+    name: Option<LockName>,
 }
 
 impl Slot {
@@ -528,9 +523,12 @@ pub(crate) async fn take_until(
 impl Drop for Slot {
     fn drop(&mut self) {
         drop(self.entry.take());
+        let Some(name) = self.name.take() else {
+            return;
+        };
         let mut slots = self.queues.slots.lock().unwrap_or_else(|e| e.into_inner());
         // One lookup, as in `Owned`'s drop.
-        if let MapEntry::Occupied(entry) = slots.entry(self.name.clone()) {
+        if let MapEntry::Occupied(entry) = slots.entry(name) {
             // Clones are only made under this lock, so a count of one means
             // nobody holds or waits for this name.
             if Arc::strong_count(entry.get()) == 1 {
@@ -632,17 +630,22 @@ impl Drop for Turn {
 mod tests {
     use super::*;
     use fencelock_core::{
-        Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig, LockName, Reply, RetryPolicy,
-        Token, Ttl, Wait,
+        Event, FenceGrace, Instant, KeySpace, Kind, Lock, LockConfig, Reply, RetryPolicy, Token,
+        Ttl, Wait,
     };
     use std::time::Duration;
+
+    /// The name every test's queue is for.
+    fn name_a() -> LockName {
+        LockName::new("a").unwrap()
+    }
 
     fn who() -> Cancelled {
         Arc::new(AtomicBool::new(false))
     }
 
     fn config(token: &str) -> LockConfig {
-        let name = LockName::new("a").unwrap();
+        let name = name_a();
         LockConfig {
             kind: Kind::Mutex,
             keys: KeySpace::default().keys(&name),
@@ -683,12 +686,12 @@ mod tests {
     }
 
     fn line_up(queues: &Arc<NameQueues>, who: &Cancelled) -> SharedPlace {
-        shared(queues.slot(b"a").line_up(who, successor))
+        shared(queues.slot(&name_a()).line_up(who, successor))
     }
 
     /// The turn if it is free now (a try-once's first look).
     fn try_take(queues: &Arc<NameQueues>, who: &Cancelled) -> Option<Turn> {
-        match queues.slot(b"a").line_up(who, successor) {
+        match queues.slot(&name_a()).line_up(who, successor) {
             Place::Turn(turn) => Some(turn),
             Place::Waiting(_) => None,
         }
@@ -703,7 +706,7 @@ mod tests {
         who: &Cancelled,
         deadline: Option<tokio::time::Instant>,
     ) -> Option<Turn> {
-        let place = shared(queues.slot(b"a").line_up(who, successor));
+        let place = shared(queues.slot(&name_a()).line_up(who, successor));
         match super::take_until(&place, deadline).await {
             Waited::Turn(turn) => Some(turn),
             Waited::GaveUp | Waited::Left => None,
@@ -735,10 +738,12 @@ mod tests {
         let queues = Arc::new(NameQueues::default());
         let first = try_take(&queues, &who()).unwrap();
         let places: Vec<(usize, SharedPlace)> = (0..200)
-            .map(|i| match queues.slot(b"a").line_up(&who(), successor) {
-                place @ Place::Waiting(_) => (i, shared(place)),
-                Place::Turn(_) => panic!("the turn is held"),
-            })
+            .map(
+                |i| match queues.slot(&name_a()).line_up(&who(), successor) {
+                    place @ Place::Waiting(_) => (i, shared(place)),
+                    Place::Turn(_) => panic!("the turn is held"),
+                },
+            )
             .collect();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for (i, place) in places.into_iter().rev() {
@@ -826,7 +831,7 @@ mod tests {
         holder.store(true, Ordering::Release);
 
         let dropped = who();
-        let place = shared(queues.slot(b"a").line_up(&dropped, successor));
+        let place = shared(queues.slot(&name_a()).line_up(&dropped, successor));
         let mut waiting = Box::pin(super::take_until(&place, None));
         assert!(poll_once(&mut waiting).is_pending(), "behind the holder");
         // The caller's drop (`Acquiring`), while its task is not running.
@@ -861,14 +866,14 @@ mod tests {
     async fn a_wait_that_ends_leaves_the_line() {
         let queues = Arc::new(NameQueues::default());
         let held = try_take(&queues, &who()).unwrap();
-        let place = shared(queues.slot(b"a").line_up(&who(), successor));
+        let place = shared(queues.slot(&name_a()).line_up(&who(), successor));
         let now = tokio::time::Instant::now();
         assert!(matches!(
             super::take_until(&place, Some(now)).await,
             Waited::GaveUp
         ));
         assert!(place.lock().unwrap().is_none());
-        let place2 = shared(queues.slot(b"a").line_up(&who(), successor));
+        let place2 = shared(queues.slot(&name_a()).line_up(&who(), successor));
         let mut waiting = Box::pin(super::take_until(&place2, None));
         assert!(poll_once(&mut waiting).is_pending());
         drop(waiting);
@@ -969,7 +974,7 @@ mod tests {
         let (turn, handoff) = abandoning.await.unwrap().expect("delivered");
         assert_eq!(handoff.handed_over(), 1);
         // Its turn is a cancelled holder's: a try-once behind waits for it.
-        assert!(queues.slot(b"a").entry().held_by_cancelled());
+        assert!(queues.slot(&name_a()).entry().held_by_cancelled());
         drop(turn);
         assert_eq!(queues.len(), 0);
 
