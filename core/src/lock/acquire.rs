@@ -26,12 +26,12 @@ impl Lock {
 
     pub(super) fn finish_attempt(&mut self, now: Instant, round: Round) {
         let quorum = self.quorum();
-        let granted = granted(&round);
-        if self.grant_majority(now, &round, &granted) {
+        if self.grant_majority(now, &round) {
             return;
         }
+        let yes = granted(&round).count();
         if let Some(error) = round.unreplicated(
-            granted.len(),
+            yes,
             self.quorum(),
             self.replicas,
             &self.config.name,
@@ -65,7 +65,7 @@ impl Lock {
             return self.back_off(now);
         }
         self.reason = NotAcquiredReason::Held;
-        if granted.len() >= quorum {
+        if yes >= quorum {
             // Granted, but the round took longer than the validity: retrying
             // at once would only repeat that; back off instead.
             return self.back_off(now);
@@ -84,27 +84,29 @@ impl Lock {
 
     /// A majority granted and validity is left: the lease is granted, or
     /// will be once the fence write-back round is done. False otherwise.
-    fn grant_majority(&mut self, now: Instant, round: &Round, granted: &[(usize, u64)]) -> bool {
+    fn grant_majority(&mut self, now: Instant, round: &Round) -> bool {
         let quorum = self.quorum();
         let valid_until = round.valid_until();
         // Redlock needs positive validity; a single Redis hands over what it
         // granted, however short (the lease then reports itself lost at once).
-        if granted.len() < quorum || (valid_until <= now && self.config.nodes > 1) {
+        let yes = granted(round).count();
+        if yes < quorum || (valid_until <= now && self.config.nodes > 1) {
             return false;
         }
         self.timers.set(Timer::Expiry, valid_until);
-        let max = granted.iter().map(|&(_, f)| f).max().unwrap_or(0);
-        let lagging: Vec<usize> = granted
-            .iter()
-            .filter(|&&(_, f)| f < max)
-            .map(|&(n, _)| n)
+        let max = granted(round).map(|(_, f)| f).max().unwrap_or(0);
+        // Empty in the common case (every node issued the same fence): no
+        // allocation.
+        let lagging: Vec<usize> = granted(round)
+            .filter(|&(_, f)| f < max)
+            .map(|(n, _)| n)
             .collect();
-        if granted.len() - lagging.len() >= quorum {
+        if yes - lagging.len() >= quorum {
             self.grant(round.sent_at, max);
         } else {
             let kind = RoundKind::WriteBack {
                 fence: max,
-                already: granted.len() - lagging.len(),
+                already: yes - lagging.len(),
             };
             let mut write_back = self.fan_out(now, kind, round.ttl, |node| lagging.contains(&node));
             // Validity and renewal still count from the attempt's send.
@@ -121,7 +123,7 @@ impl Lock {
     /// the handoff may have set, waking waiters (the lock was held there),
     /// and makes a normal attempt, as if there had been no handoff.
     pub(super) fn finish_handoff(&mut self, now: Instant, round: Round) {
-        if self.grant_majority(now, &round, &granted(&round)) {
+        if self.grant_majority(now, &round) {
             return;
         }
         self.compensate(now, true);
@@ -241,14 +243,11 @@ impl Lock {
     }
 }
 
-/// The nodes that granted in an attempt round, with their fences.
-fn granted(round: &Round) -> Vec<(usize, u64)> {
-    round
-        .outcomes()
-        .enumerate()
-        .filter_map(|(at, o)| match o {
-            Some(Outcome::Yes(fence)) => Some((round.sent[at].node, *fence)),
-            _ => None,
-        })
-        .collect()
+/// The nodes that granted in an attempt round, with their fences (read
+/// as needed, not collected: a round decides without allocating).
+fn granted(round: &Round) -> impl Iterator<Item = (usize, u64)> + '_ {
+    round.sent.iter().filter_map(|s| match s.outcome {
+        Some(Outcome::Yes(fence)) => Some((s.node, fence)),
+        _ => None,
+    })
 }

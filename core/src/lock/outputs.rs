@@ -226,14 +226,13 @@ impl Lock {
 
     /// `wake`: pass the channel, so waiters are woken.
     fn push_release(&mut self, node: usize, wake: bool) -> CommandId {
-        let keys = &self.config.keys;
-        let mut keys = match self.config.kind {
-            Kind::Mutex => vec![keys.lock.clone()],
-            _ => {
-                let [waiting, until] = self.line();
-                vec![keys.lock.clone(), waiting, until]
-            }
-        };
+        // At its final size: the lock, the line (kinds that queue), the
+        // channel (when waking).
+        let mut keys = Vec::with_capacity(4);
+        keys.push(self.config.keys.lock.clone());
+        if self.config.kind != Kind::Mutex {
+            keys.extend(self.line());
+        }
         if wake {
             keys.push(self.config.keys.channel.clone());
         }
