@@ -3,7 +3,9 @@
 //! task is spawned for them), a dropped acquire still leaves nothing held,
 //! a local waiter queued behind an inline lease is handed the lock by its
 //! release, loss is reported as for any lease, and an auto-renewing lease
-//! still gets its actor.
+//! still gets its actor. A Redlock acquire takes the same path: its round
+//! goes out from the caller's future, and a drop mid-round compensates on
+//! every node.
 
 mod common;
 
@@ -258,4 +260,76 @@ async fn an_auto_renewing_lease_takes_the_actor_path_and_renews() {
     lease.release().await.unwrap();
     assert!(!exists(&url, &keys(&name).lock));
     client.close().await;
+}
+
+/// Three private nodes (Redlock): `CLIENT PAUSE` and `DBSIZE` see this
+/// test's keys only.
+fn three_nodes() -> (Vec<String>, Vec<Server>) {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    (servers.iter().map(Server::url).collect(), servers)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_redlock_acquire_and_its_release_spawn_no_task() {
+    let (urls, _servers) = three_nodes();
+    let client = Client::connect(urls.clone()).await.unwrap();
+    let options = LockOptions::new(secs(10));
+    let warm = client.acquire("warm", &options).await.unwrap();
+    warm.release().await.unwrap();
+
+    let name = unique("inline-redlock");
+    let before = tasks();
+    let lease = client.acquire(&name, &options).await.unwrap();
+    assert_eq!(
+        tasks(),
+        before,
+        "no lease actor for an uncontended Redlock acquire"
+    );
+    for url in &urls {
+        assert_eq!(
+            get(url, &keys(&name).lock),
+            Some(lease.token().as_bytes().to_vec()),
+            "granted on every node"
+        );
+    }
+    assert!(lease.fence() > 0);
+    assert!(lease.held().await.unwrap());
+    lease.extend(Some(secs(20))).await.unwrap();
+    assert!(lease.valid_for() > secs(19));
+    lease.release().await.unwrap();
+    assert_eq!(tasks(), before);
+    for url in &urls {
+        assert!(!exists(url, &keys(&name).lock), "released on every node");
+    }
+    let again = client.acquire(&name, &options).await.unwrap();
+    assert!(again.fence() > lease.fence());
+    again.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_acquire_dropped_mid_round_leaves_nothing_held() {
+    let (urls, _servers) = three_nodes();
+    let client = Client::connect(urls.clone()).await.unwrap();
+    let options = LockOptions::new(secs(60));
+    let warm = client.acquire("warm", &options).await.unwrap();
+    warm.release().await.unwrap();
+    let name = unique("dropped-redlock");
+    // Every node holds its writes: the round's commands reach them all,
+    // and all three outcomes are unknown when the future is dropped.
+    for url in &urls {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(300)
+            .arg("WRITE")
+            .query(&mut conn(url))
+            .unwrap();
+    }
+    let attempt = tokio::time::timeout(ms(50), client.acquire(&name, &options)).await;
+    assert!(attempt.is_err(), "the round was still in flight");
+    // close waits for the compensating releases on every node.
+    client.close().await;
+    for url in &urls {
+        assert!(!exists(url, &keys(&name).lock), "nothing held on {url}");
+    }
 }

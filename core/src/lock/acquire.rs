@@ -30,12 +30,9 @@ impl Lock {
             return;
         }
         let yes = granted(&round).count();
-        if let Some(error) = round.unreplicated(
-            yes,
-            self.quorum(),
-            self.replicas,
-            &self.config.name,
-        ) {
+        if let Some(error) =
+            round.unreplicated(yes, self.quorum(), self.replicas, &self.config.name)
+        {
             // Ours, but not on enough replicas to survive a failover: give
             // it back (waking waiters: it was held) and say so.
             self.compensate(now, true);
