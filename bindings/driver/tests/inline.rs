@@ -35,12 +35,19 @@ fn tasks() -> usize {
 /// A client that took and released one inline lease already: its
 /// connections are open and no actor is left finishing when tasks are
 /// counted.
-async fn warmed_up(url: &str) -> Client {
-    let client = Client::connect(url).await.unwrap();
+async fn warmed_up(urls: impl fencelock::IntoUrls) -> Client {
+    let client = Client::connect(urls).await.unwrap();
     let warm = LockOptions::new(secs(10));
     let lease = client.acquire("warm", &warm).await.unwrap();
     lease.release().await.unwrap();
     client
+}
+
+/// The next lease of `name` gets a higher fence than `last`.
+async fn fence_goes_on(client: &Client, name: &str, options: &LockOptions, last: u64) {
+    let again = client.acquire(name, options).await.unwrap();
+    assert!(again.fence() > last);
+    again.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -72,10 +79,7 @@ async fn an_uncontended_acquire_and_its_release_spawn_no_task() {
     assert_eq!(lease.valid_for(), Duration::ZERO);
     // A second release is a no-op, as for any lease.
     lease.release().await.unwrap();
-    // The fence goes on from there.
-    let again = client.acquire(&name, &options).await.unwrap();
-    assert!(again.fence() > lease.fence());
-    again.release().await.unwrap();
+    fence_goes_on(&client, &name, &options, lease.fence()).await;
     client.close().await;
 }
 
@@ -272,10 +276,8 @@ fn three_nodes() -> (Vec<String>, Vec<Server>) {
 #[tokio::test(flavor = "current_thread")]
 async fn a_redlock_acquire_and_its_release_spawn_no_task() {
     let (urls, _servers) = three_nodes();
-    let client = Client::connect(urls.clone()).await.unwrap();
+    let client = warmed_up(urls.clone()).await;
     let options = LockOptions::new(secs(10));
-    let warm = client.acquire("warm", &options).await.unwrap();
-    warm.release().await.unwrap();
 
     let name = unique("inline-redlock");
     let before = tasks();
@@ -301,19 +303,15 @@ async fn a_redlock_acquire_and_its_release_spawn_no_task() {
     for url in &urls {
         assert!(!exists(url, &keys(&name).lock), "released on every node");
     }
-    let again = client.acquire(&name, &options).await.unwrap();
-    assert!(again.fence() > lease.fence());
-    again.release().await.unwrap();
+    fence_goes_on(&client, &name, &options, lease.fence()).await;
     client.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redlock_acquire_dropped_mid_round_leaves_nothing_held() {
     let (urls, _servers) = three_nodes();
-    let client = Client::connect(urls.clone()).await.unwrap();
+    let client = warmed_up(urls.clone()).await;
     let options = LockOptions::new(secs(60));
-    let warm = client.acquire("warm", &options).await.unwrap();
-    warm.release().await.unwrap();
     let name = unique("dropped-redlock");
     // Every node holds its writes: the round's commands reach them all,
     // and all three outcomes are unknown when the future is dropped.
