@@ -58,6 +58,13 @@ suite() {  # suite NAME COMMAND...: run it, record status and duration
 # redis and rustls instead of compiling them twice (minutes on 2 cores).
 host=$(rustc -vV | sed -n 's/^host: //p')
 
+# A fresh clone builds everything once: incremental caches and full debug info
+# would only fill the disk (a whole run used to leave ~10 GB in target/).
+# Line tables keep file:line in a failing test's backtrace.
+if [ -n "${CI:-}" ]; then
+  export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
+fi
+
 suite rust bash ci/test-rust.sh
 suite wasm bash ci/test-wasm.sh
 CARGO_BUILD_TARGET=$host suite python bash ci/test-python.sh
