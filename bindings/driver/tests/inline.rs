@@ -5,7 +5,8 @@
 //! release, loss is reported as for any lease, and an auto-renewing lease
 //! still gets its actor. A Redlock acquire takes the same path: its round
 //! goes out from the caller's future, and a drop mid-round compensates on
-//! every node.
+//! every node; a release dropped mid-round still frees the name for this
+//! client's next acquire.
 
 mod common;
 
@@ -330,4 +331,42 @@ async fn a_redlock_acquire_dropped_mid_round_leaves_nothing_held() {
     for url in &urls {
         assert!(!exists(url, &keys(&name).lock), "nothing held on {url}");
     }
+}
+
+/// A Redlock release dropped mid-round: every node's outcome is unknown to
+/// the core, which finishes the release in a task, so the lease gives up
+/// its place in the local line and this client's next acquire of the name
+/// gets the lock once the nodes answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_release_dropped_mid_round_frees_the_name() {
+    let (urls, _servers) = three_nodes();
+    let client = warmed_up(urls.clone()).await;
+    let name = unique("dropped-release");
+    let lease = client
+        .acquire(&name, &LockOptions::new(secs(60)))
+        .await
+        .unwrap();
+    for url in &urls {
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(300)
+            .arg("WRITE")
+            .query(&mut conn(url))
+            .unwrap();
+    }
+    let release = tokio::time::timeout(ms(50), lease.release()).await;
+    assert!(release.is_err(), "the round was still in flight");
+    // The lease is still alive: only its finished release lets this in
+    // before its 60 s TTL.
+    let next = client
+        .acquire(&name, &LockOptions::new(secs(60)).wait(secs(5)))
+        .await
+        .unwrap();
+    assert!(next.fence() > lease.fence());
+    next.release().await.unwrap();
+    for url in &urls {
+        assert!(!exists(url, &keys(&name).lock), "nothing held on {url}");
+    }
+    drop(lease);
+    client.close().await;
 }
