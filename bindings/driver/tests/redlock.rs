@@ -197,6 +197,51 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
     assert!(matches!(refused, Err(Error::Redis { .. })), "{refused:?}");
 }
 
+/// A node that stalls without refusing (here its writes are paused): each
+/// call is left to the other nodes' majority after waiting at most the
+/// response timeout for it (README, "Redlock"). Once it is back, what was
+/// queued there runs in order or is dropped with its connection: either
+/// way nothing stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_minority_node_is_left_to_the_majority() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let client = Client::connect_with(urls.clone(), fast()).await.unwrap();
+    let name = unique("stalled");
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut conn(&urls[2]))
+        .unwrap();
+    let lease = client
+        .acquire(
+            &name,
+            &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(holders(&urls[..2], &name, lease.token()), 2);
+    assert!(
+        !exists(&urls[2], &keys(&name).lock),
+        "the stalled node ran nothing"
+    );
+    lease.extend(None).await.unwrap();
+    lease.release().await.unwrap();
+    assert_eq!(holders(&urls[..2], &name, lease.token()), 0);
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut conn(&urls[2]))
+        .unwrap();
+    client.close().await;
+    eventually(
+        Duration::from_secs(5),
+        "nothing held on the node that stalled",
+        || !exists(&urls[2], &keys(&name).lock),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn redlock_extend_needs_a_majority() {
     let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
