@@ -158,10 +158,7 @@ async fn a_command_on_a_connection_killed_under_it_is_not_resent() {
         .unwrap();
     // Scripts are write commands: the acquire reaches the server and waits
     // there, unanswered, until the pause ends.
-    let _: () = redis::cmd("CLIENT")
-        .arg(&["PAUSE", "20000", "WRITE"])
-        .query(&mut conn(&url))
-        .unwrap();
+    pause_writes(&url, 20_000);
     let acquiring = tokio::spawn({
         let client = client.clone();
         let name = name.clone();

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{conn, dbsize, eventually, exists, get, keys, redis_url, unique};
+use common::{conn, dbsize, eventually, exists, get, keys, pause_writes, redis_url, unique};
 use fencelock::{Client, Error, LockOptions};
 use fencelock_testkit::Server;
 
@@ -101,12 +101,7 @@ async fn a_dropped_inline_acquire_leaves_nothing_held() {
     let name = unique("dropped");
     // The server holds every write while paused: the attempt reaches it,
     // and its outcome is unknown when the future is dropped.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .arg("WRITE")
-        .query(&mut conn(&url))
-        .unwrap();
+    pause_writes(&url, 300);
     let attempt = tokio::time::timeout(ms(50), client.acquire(&name, &options)).await;
     assert!(attempt.is_err(), "the attempt was still in flight");
     // The same client's try-once waits for that compensating release
@@ -119,12 +114,7 @@ async fn a_dropped_inline_acquire_leaves_nothing_held() {
     lease.release().await.unwrap();
     // A third drop, mid-flight again, then close: close waits for the
     // compensating release, so nothing is left once it returns.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(200)
-        .arg("WRITE")
-        .query(&mut conn(&url))
-        .unwrap();
+    pause_writes(&url, 200);
     let attempt = tokio::time::timeout(ms(30), client.acquire(&name, &options)).await;
     assert!(attempt.is_err());
     client.close().await;
@@ -317,12 +307,7 @@ async fn a_redlock_acquire_dropped_mid_round_leaves_nothing_held() {
     // Every node holds its writes: the round's commands reach them all,
     // and all three outcomes are unknown when the future is dropped.
     for url in &urls {
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(300)
-            .arg("WRITE")
-            .query(&mut conn(url))
-            .unwrap();
+        pause_writes(url, 300);
     }
     let attempt = tokio::time::timeout(ms(50), client.acquire(&name, &options)).await;
     assert!(attempt.is_err(), "the round was still in flight");
@@ -347,12 +332,7 @@ async fn a_redlock_release_dropped_mid_round_frees_the_name() {
         .await
         .unwrap();
     for url in &urls {
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(300)
-            .arg("WRITE")
-            .query(&mut conn(url))
-            .unwrap();
+        pause_writes(url, 300);
     }
     let release = tokio::time::timeout(ms(50), lease.release()).await;
     assert!(release.is_err(), "the round was still in flight");

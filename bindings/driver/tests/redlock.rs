@@ -208,12 +208,7 @@ async fn a_stalled_minority_node_is_left_to_the_majority() {
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let client = Client::connect_with(urls.clone(), fast()).await.unwrap();
     let name = unique("stalled");
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(60_000)
-        .arg("WRITE")
-        .query(&mut conn(&urls[2]))
-        .unwrap();
+    pause_writes(&urls[2], 60_000);
     let lease = client
         .acquire(
             &name,
@@ -229,10 +224,7 @@ async fn a_stalled_minority_node_is_left_to_the_majority() {
     lease.extend(None).await.unwrap();
     lease.release().await.unwrap();
     assert_eq!(holders(&urls[..2], &name, lease.token()), 0);
-    let _: () = redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query(&mut conn(&urls[2]))
-        .unwrap();
+    unpause(&urls[2]);
     client.close().await;
     eventually(
         Duration::from_secs(5),

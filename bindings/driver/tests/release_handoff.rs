@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{conn, eventually, exists, get, keys, pttl, redis_url, redlock_urls, unique};
+use common::{
+    conn, eventually, exists, get, keys, pause_writes, pttl, redis_url, redlock_urls, unique,
+};
 use fencelock::{Client, LockOptions};
 use fencelock_core::Script;
 use fencelock_testkit::{Monitor, Seen, Server};
@@ -119,12 +121,7 @@ async fn a_waiter_cancelled_while_the_handoff_is_in_flight_leaves_nothing_held()
     let monitor = Monitor::start(&url);
     // Hold the server's writes: the release (with its handoff) is sent and
     // waits there, so the waiter's caller can leave before it runs.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(10_000)
-        .arg("WRITE")
-        .query(&mut conn(&url))
-        .unwrap();
+    pause_writes(&url, 10_000);
     let release = tokio::spawn(async move { holder.release().await });
     eventually(secs(10), "the release waits at the server", || {
         let info: String = redis::cmd("INFO")

@@ -72,6 +72,24 @@ pub fn numsub(url: &str, channel: &[u8]) -> i64 {
     }
 }
 
+/// `CLIENT PAUSE ms WRITE`: the server holds every write (scripts included)
+/// that reaches it, unanswered, until the pause ends or `unpause`.
+pub fn pause_writes(url: &str, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("WRITE")
+        .query(&mut conn(url))
+        .unwrap();
+}
+
+pub fn unpause(url: &str) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut conn(url))
+        .unwrap();
+}
+
 /// Poll `condition` until it holds (a state check, not a sleep-to-fix):
 /// panics with `what` after `within`. The condition is a blocking call to
 /// a server: between polls the runtime gets at least as long as the poll
