@@ -59,7 +59,7 @@ suite() {  # suite NAME COMMAND...: run it, record status and duration
 host=$(rustc -vV | sed -n 's/^host: //p')
 
 # A fresh clone builds everything once: incremental caches and full debug info
-# would only fill the disk (a whole run used to leave ~10 GB in target/).
+# would only fill the disk (a whole run left 6-11 GB behind, now about 5 GB).
 # Line tables keep file:line in a failing test's backtrace.
 if [ -n "${CI:-}" ]; then
   export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
