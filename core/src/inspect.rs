@@ -5,9 +5,11 @@
 //! With several nodes (Redlock) the answer is the majority's: the lock is
 //! `held` when a majority of the nodes has a holder, `ttl` is the smallest
 //! remaining TTL among the majority with the longest TTLs (the time the
-//! majority is sure to last), `fence` is the largest fence any node
-//! reports, and `held_by_me` says a majority holds one of the caller's
-//! tokens. Fewer answers than a majority is a `Redis` error.
+//! majority is sure to last), `fence` is the largest fence a majority of
+//! the nodes holds (the holder's: a node whose acquire answered after the
+//! majority decided may have issued a larger one that no lease carries),
+//! and `held_by_me` says a majority holds one of the caller's tokens.
+//! Fewer answers than a majority is a `Redis` error.
 //!
 //! A semaphore's or a read-write lock's side (a holders set) is inspected
 //! with `holders_inspect.lua`, which answers in the same shape: `held` while
@@ -172,10 +174,13 @@ impl Inspect {
         });
         let held = ttls.len() >= quorum;
         let ttl = if held { ttls[quorum - 1] } else { None };
+        // Largest first: the quorum-th is the largest a majority holds.
+        let mut fences: Vec<u64> = answered.iter().filter_map(|v| v.fence).collect();
+        fences.sort_unstable_by(|a, b| b.cmp(a));
         Ok(LockInfo {
             held,
             ttl,
-            fence: answered.iter().filter_map(|v| v.fence).max(),
+            fence: fences.get(quorum - 1).copied(),
             held_by_me: held && answered.iter().filter(|v| v.ours).count() >= quorum,
         })
     }
@@ -274,15 +279,24 @@ mod tests {
                 i.read(reply(800, Some("3"), 1)),
             ])
             .unwrap();
+        // 4 is on one node only: the fence two nodes hold is 3.
         assert_eq!(
             info,
             LockInfo {
                 held: true,
                 ttl: Some(Duration::from_millis(500)),
-                fence: Some(4),
+                fence: Some(3),
                 held_by_me: true
             }
         );
+        let raised = i
+            .combine(vec![
+                i.read(reply(500, Some("5"), 1)),
+                i.read(reply(500, Some("9"), 1)),
+                i.read(reply(500, Some("7"), 1)),
+            ])
+            .unwrap();
+        assert_eq!(raised.fence, Some(7));
         let minority = i
             .combine(vec![
                 i.read(reply(500, None, 1)),

@@ -29,7 +29,7 @@ impl Lock {
         if self.grant_majority(now, &round) {
             return;
         }
-        let yes = granted(&round).count();
+        let yes = round.granted().count();
         if let Some(error) =
             round.unreplicated(yes, self.quorum(), self.replicas, &self.config.name)
         {
@@ -86,15 +86,16 @@ impl Lock {
         let valid_until = round.valid_until();
         // Redlock needs positive validity; a single Redis hands over what it
         // granted, however short (the lease then reports itself lost at once).
-        let yes = granted(round).count();
+        let yes = round.granted().count();
         if yes < quorum || (valid_until <= now && self.config.nodes > 1) {
             return false;
         }
         self.timers.set(Timer::Expiry, valid_until);
-        let max = granted(round).map(|(_, f)| f).max().unwrap_or(0);
+        let max = round.granted().map(|(_, f)| f).max().unwrap_or(0);
         // Empty in the common case (every node issued the same fence): no
         // allocation.
-        let lagging: Vec<usize> = granted(round)
+        let lagging: Vec<usize> = round
+            .granted()
             .filter(|&(_, f)| f < max)
             .map(|(n, _)| n)
             .collect();
@@ -180,10 +181,7 @@ impl Lock {
         fence: u64,
         already: usize,
     ) {
-        let raised = round
-            .outcomes()
-            .filter(|o| matches!(o, Some(Outcome::Yes(f)) if *f >= fence))
-            .count();
+        let raised = round.raised(fence);
         let valid = self.timers.get(Timer::Expiry).is_some_and(|v| v > now);
         if already + raised >= self.quorum() && valid {
             self.grant(round.sent_at, fence);
@@ -238,13 +236,4 @@ impl Lock {
             Duration::from_nanos(r % (nanos + 1))
         }
     }
-}
-
-/// The nodes that granted in an attempt round, with their fences (read
-/// as needed, not collected: a round decides without allocating).
-fn granted(round: &Round) -> impl Iterator<Item = (usize, u64)> + '_ {
-    round.sent.iter().filter_map(|s| match s.outcome {
-        Some(Outcome::Yes(fence)) => Some((s.node, fence)),
-        _ => None,
-    })
 }

@@ -491,6 +491,7 @@ impl Lock {
             return;
         }
         let replicas = self.replicas;
+        let quorum = self.quorum();
         if let Some(at) = self.round.as_ref().and_then(|round| round.position(id)) {
             let round = self.round.as_mut().expect("matched above");
             round.record(at, reply, replicas);
@@ -507,14 +508,14 @@ impl Lock {
                     self.on_node[node].queued = false;
                 }
             }
-            if round.is_complete() {
+            if round.is_decided(quorum) {
                 let round = self.round.take().expect("matched above");
                 self.finish_round(now, round);
             }
         } else if let Some(at) = self.extend.as_ref().and_then(|round| round.position(id)) {
             let round = self.extend.as_mut().expect("matched above");
             round.record(at, reply, replicas);
-            if round.is_complete() {
+            if round.is_decided(quorum) {
                 let round = self.extend.take().expect("matched above");
                 self.finish_extend(now, *round);
             }
@@ -699,6 +700,16 @@ impl Lock {
     #[must_use]
     pub fn round_in_flight(&self) -> bool {
         self.round.is_some()
+    }
+
+    /// Whether the reply to command `id` is still wanted. A Redlock round
+    /// that a majority decided no longer waits for the rest of its nodes
+    /// (see `Round::is_decided`): a driver need not either.
+    #[must_use]
+    pub fn awaits(&self, id: CommandId) -> bool {
+        self.cleanup.contains(&id)
+            || self.round.as_ref().is_some_and(|r| r.awaits(id))
+            || self.extend.as_ref().is_some_and(|r| r.awaits(id))
     }
 
     #[must_use]

@@ -1,12 +1,13 @@
-//! A round: one fan-out of a script to the nodes, waiting for every reply,
-//! and the tallies the phases judge it by.
+//! A round: one fan-out of a script to the nodes, waiting for the replies
+//! that decide it, and the tallies the phases judge it by.
 
 use super::outcomes::Outcome;
 use crate::replicas;
 use crate::scripts::Role;
 use crate::{CommandId, Error, Instant, LockName, Reply, Ttl, WaitReplicas};
 
-/// One fan-out of a script to the nodes, waiting for every reply.
+/// One fan-out of a script to the nodes, waiting for every reply unless a
+/// majority's already decide it (`decided`).
 #[derive(Debug)]
 pub(super) struct Round {
     pub(super) kind: RoundKind,
@@ -64,6 +65,11 @@ impl Round {
         self.sent.iter().position(|s| s.id == id)
     }
 
+    /// Whether `id` is one of this round's commands, still unanswered.
+    pub(super) fn awaits(&self, id: CommandId) -> bool {
+        self.sent.iter().any(|s| s.id == id && s.outcome.is_none())
+    }
+
     /// Note the outcome of the command at `at` (the first reply counts; a
     /// repeat changes nothing).
     pub(super) fn record(&mut self, at: usize, reply: Reply, replicas: Option<WaitReplicas>) {
@@ -78,8 +84,48 @@ impl Round {
         self.sent.iter().map(|s| &s.outcome)
     }
 
-    pub(super) fn is_complete(&self) -> bool {
-        self.outcomes().all(Option::is_some)
+    /// Whether the replies so far settle the round. Every reply, except
+    /// where a majority's answer can no longer be changed by the rest
+    /// (Redlock): an attempt a majority granted with one fence (no
+    /// write-back to spare), a write-back that brought a majority to its
+    /// fence, a release a majority confirmed. Then a node that stalls
+    /// without refusing does not hold the call; its late reply is ignored
+    /// (its command is no longer awaited, see `Lock::awaits`), and since it
+    /// may hold our key it still gets the lease's release.
+    pub(super) fn is_decided(&self, quorum: usize) -> bool {
+        let majority = match self.kind {
+            // Only when the majority's fences agree: a write-back it would
+            // need might be spared by the nodes still to answer.
+            RoundKind::Attempt => {
+                let top = self.granted().map(|(_, f)| f).max();
+                self.granted().filter(|&(_, f)| Some(f) == top).count()
+            }
+            RoundKind::WriteBack { fence, already } => already + self.raised(fence),
+            RoundKind::Release => self
+                .outcomes()
+                .filter(|o| o.as_ref().is_some_and(Outcome::released))
+                .count(),
+            // Every answer is used: an extend's "not ours" puts the key
+            // back there (`reclaim`), a handoff's says which nodes hold what.
+            RoundKind::Extend { .. } | RoundKind::Handoff => 0,
+        };
+        majority >= quorum || self.outcomes().all(Option::is_some)
+    }
+
+    /// The nodes of a write-back round that now hold `fence` or more.
+    pub(super) fn raised(&self, fence: u64) -> usize {
+        self.outcomes()
+            .filter(|o| matches!(o, Some(Outcome::Yes(f)) if *f >= fence))
+            .count()
+    }
+
+    /// The nodes that granted in an attempt round, with their fences (read
+    /// as needed, not collected: a round decides without allocating).
+    pub(super) fn granted(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.sent.iter().filter_map(|s| match s.outcome {
+            Some(Outcome::Yes(fence)) => Some((s.node, fence)),
+            _ => None,
+        })
     }
 
     /// How long a yes from this round lets the holder rely on the lock:

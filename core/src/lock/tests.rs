@@ -222,6 +222,35 @@ fn redlock_writes_back_the_maximum_fence() {
 }
 
 #[test]
+fn a_redlock_write_back_is_decided_once_a_majority_holds_the_fence() {
+    let mut l = lock(5, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let cs = commands(&mut l);
+    for (c, fence) in cs.iter().zip([9, 6, 7, 7, 8]) {
+        l.handle_reply(ms(2), c.id, granted(fence));
+    }
+    let wb = commands(&mut l);
+    assert_eq!(
+        wb.iter().map(|c| c.node).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4],
+        "every lagging node is raised"
+    );
+    l.handle_reply(ms(3), wb[3].id, Reply::Int(9));
+    assert!(l.awaits(wb[0].id) && events(&mut l).is_empty());
+    // One at 9 already, and two raised: a majority of five.
+    l.handle_reply(ms(3), wb[1].id, Reply::Int(9));
+    assert!(matches!(
+        events(&mut l)[..],
+        [Event::Acquired { fence: 9, .. }]
+    ));
+    assert!(!l.awaits(wb[0].id), "the last nodes no longer matter");
+    l.handle_reply(ms(4), wb[0].id, Reply::Int(9));
+    l.handle_reply(ms(4), wb[2].id, Reply::Int(9));
+    assert!(commands(&mut l).is_empty() && events(&mut l).is_empty());
+    assert_eq!(l.state(), State::Held);
+}
+
+#[test]
 fn redlock_without_majority_releases_everywhere_it_may_hold() {
     let mut l = lock(5, Wait::TRY_ONCE, false);
     l.acquire(ms(0)).unwrap();
@@ -362,6 +391,56 @@ fn held_until_the_wait_runs_out_is_reason_held() {
         matches!(ev.as_slice(), [Event::AcquireFailed(e)] if e.reason() == Some(NotAcquiredReason::Held)),
         "{ev:?}"
     );
+}
+
+#[test]
+fn a_redlock_acquire_and_release_are_decided_by_a_majority_not_the_last_node() {
+    let mut l = lock(3, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let cs = commands(&mut l);
+    l.handle_reply(ms(1), cs[0].id, granted(7));
+    assert!(l.awaits(cs[2].id) && events(&mut l).is_empty());
+    l.handle_reply(ms(1), cs[1].id, granted(7));
+    assert_eq!(
+        events(&mut l),
+        vec![Event::Acquired {
+            fence: 7,
+            valid_until: ms(1000 - 12)
+        }]
+    );
+    // The third node's reply is no longer awaited; a larger fence in it
+    // changes nothing (no lease carries it).
+    assert!(!l.awaits(cs[2].id));
+    l.handle_reply(ms(2), cs[2].id, granted(9));
+    assert_eq!(l.fence(), Some(7));
+    assert!(commands(&mut l).is_empty() && events(&mut l).is_empty());
+    // It may hold our key: the release goes to every node.
+    l.release(ms(3)).unwrap();
+    let rs = commands(&mut l);
+    assert_eq!(rs.iter().map(|r| r.node).collect::<Vec<_>>(), [0, 1, 2]);
+    l.handle_reply(ms(4), rs[2].id, Reply::Int(1));
+    l.handle_reply(ms(4), rs[0].id, Reply::Int(1));
+    assert_eq!(events(&mut l), vec![Event::Released(Ok(()))]);
+    assert!(!l.awaits(rs[1].id));
+    assert_eq!(l.progress(), Progress::Finished);
+}
+
+#[test]
+fn a_redlock_majority_that_disagrees_on_the_fence_waits_for_the_last_node() {
+    let mut l = lock(3, Wait::Forever, false);
+    l.acquire(ms(0)).unwrap();
+    let cs = commands(&mut l);
+    l.handle_reply(ms(1), cs[0].id, granted(8));
+    l.handle_reply(ms(1), cs[1].id, granted(7));
+    // Deciding now would need a write-back; the third node may spare it.
+    assert!(l.awaits(cs[2].id));
+    assert!(commands(&mut l).is_empty() && events(&mut l).is_empty());
+    l.handle_reply(ms(2), cs[2].id, granted(8));
+    assert!(commands(&mut l).is_empty());
+    assert!(matches!(
+        events(&mut l)[..],
+        [Event::Acquired { fence: 8, .. }]
+    ));
 }
 
 #[test]
