@@ -284,9 +284,10 @@ REDLOCK_PAIRS = [("python", "node"), ("node", "rust"), ("rust", "python"), ("was
 
 @pytest.mark.parametrize("holder,waiter", REDLOCK_PAIRS, ids=[f"{h}-holds-{w}-waits" for h, w in REDLOCK_PAIRS])
 def test_redlock_fences_and_hand_over_across_languages(holder: str, waiter: str, redlock_urls: List[str]) -> None:
-    """Five independent nodes, one fence counter far ahead of the clocks (2^62):
-    the holder's fence is written back to a majority, the other language then
-    gets a larger one."""
+    """Five independent nodes, three fence counters far ahead of the clocks
+    (2^62) and apart: every majority mixes values, so the acquire hears every
+    node, and the holder's fence (the highest) is written back to a majority;
+    the other language then gets a larger one."""
     name = f"interop:redlock:{holder}-{waiter}:{uuid.uuid4().hex[:8]}"
     fence_key = f"fencelock:{{{name}}}:fence".encode()
     channel = f"fencelock:{{{name}}}:released".encode()
@@ -294,10 +295,12 @@ def test_redlock_fences_and_hand_over_across_languages(holder: str, waiter: str,
     h, w = Agent(holder, ",".join(redlock_urls)), Agent(waiter, ",".join(redlock_urls))
     try:
         ahead = 2**62
-        nodes[0].execute("SET", fence_key, ahead)  # one node's counter is ahead
+        for i in range(3):  # three counters ahead, all different
+            nodes[i].execute("SET", fence_key, ahead + 10 * i)
+        top = ahead + 20 + 1
         held = h.call(op="acquire", name=name, ttl=30000, wait=0)
-        assert held["fence"] == str(ahead + 1), held
-        at_max = [n.execute("GET", fence_key) for n in nodes].count(str(ahead + 1).encode())
+        assert held["fence"] == str(top), held
+        at_max = [n.execute("GET", fence_key) for n in nodes].count(str(top).encode())
         assert at_max >= 3, "the fence was not written back to a majority"
         assert w.call(op="try", name=name, ttl=30000) == {"ok": True, "lease": None}
         w.send(op="acquire", name=name, ttl=30000, wait=10000)
@@ -310,7 +313,7 @@ def test_redlock_fences_and_hand_over_across_languages(holder: str, waiter: str,
         assert h.call(op="release", lease=held["lease"]) == {"ok": True}
         won = w.reply()
         assert won["ok"], won
-        assert int(won["fence"]) > ahead + 1
+        assert int(won["fence"]) > top
         assert time.monotonic() - released_at < 0.5
         assert w.call(op="release", lease=won["lease"]) == {"ok": True}
     finally:

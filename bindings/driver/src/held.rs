@@ -136,7 +136,7 @@ impl Held {
     }
 
     /// Drive the core until nothing a caller waits for is under way.
-    async fn settle(&mut self, conns: &Connections) {
+    async fn settle(&mut self, conns: &Arc<Connections>) {
         loop {
             while let Some(event) = self.lock().poll_event() {
                 self.on_event(event);

@@ -2,9 +2,13 @@
 //! acquire, and its lease's extend and release): every queued command at
 //! once, one per node in a Redlock round, with their ids noted while they
 //! are in flight, so that a caller dropped meanwhile can tell the core
-//! their outcome is unknown.
+//! their outcome is unknown. The caller waits only for the replies the
+//! core awaits.
+
+use std::sync::Arc;
 
 use fencelock_core::{CommandId, Instant, Lock, Reply};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::clock::now;
 use crate::connections::Connections;
@@ -34,11 +38,14 @@ impl InFlight {
     }
 }
 
-/// Send what `lock` queued, all at once, and hand it the replies; `false`
-/// if nothing was queued. An acquire's commands may retry a connection
-/// until `acquire_deadline` (see `Node::run`).
+/// Send what `lock` queued, all at once, and hand it the replies as they
+/// come; `false` if nothing was queued. An acquire's commands may retry a
+/// connection until `acquire_deadline` (see `Node::run`). Once the core
+/// awaits none of the commands left (a Redlock round a majority decided),
+/// this returns, and they finish in a task of the client's: sent already,
+/// they run on their nodes all the same.
 pub(crate) async fn run_queued(
-    conns: &Connections,
+    conns: &Arc<Connections>,
     lock: &mut Lock,
     in_flight: &mut InFlight,
     acquire_deadline: Option<tokio::time::Instant>,
@@ -56,13 +63,31 @@ pub(crate) async fn run_queued(
         Some(second) => {
             let mut commands = vec![first, second];
             commands.extend(std::iter::from_fn(|| lock.poll_command()));
-            *in_flight = InFlight::Many(commands.iter().map(|c| c.id).collect());
-            let runs = commands.iter().map(|c| conns.run_one(c, acquire_deadline));
-            let replies = futures_util::future::join_all(runs).await;
+            let mut unanswered: Vec<CommandId> = commands.iter().map(|c| c.id).collect();
+            *in_flight = InFlight::Many(unanswered.clone());
+            // Each future owns its command, so that the rest can move to a task.
+            let mut replies: FuturesUnordered<_> = commands
+                .into_iter()
+                .map(|command| {
+                    let conns = Arc::clone(conns);
+                    async move {
+                        let reply = conns.run_one(&command, acquire_deadline).await;
+                        (command.id, reply)
+                    }
+                })
+                .collect();
+            while let Some((id, reply)) = replies.next().await {
+                unanswered.retain(|&other| other != id);
+                lock.handle_reply(now(), id, reply);
+                if !unanswered.iter().any(|&id| lock.awaits(id)) {
+                    break;
+                }
+            }
             *in_flight = InFlight::Idle;
-            let at = now();
-            for (command, reply) in commands.iter().zip(replies) {
-                lock.handle_reply(at, command.id, reply);
+            if !replies.is_empty() {
+                conns
+                    .actors
+                    .spawn(async move { while replies.next().await.is_some() {} });
             }
         }
     }
