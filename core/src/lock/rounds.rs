@@ -7,7 +7,7 @@ use crate::scripts::Role;
 use crate::{CommandId, Error, Instant, LockName, Reply, Ttl, WaitReplicas};
 
 /// One fan-out of a script to the nodes, waiting for every reply unless a
-/// majority's already decide it (`decided`).
+/// majority's already decide it (`is_decided`).
 #[derive(Debug)]
 pub(super) struct Round {
     pub(super) kind: RoundKind,
