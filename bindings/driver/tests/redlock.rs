@@ -241,6 +241,51 @@ async fn a_stalled_minority_node_is_left_to_the_majority() {
     .await;
 }
 
+/// An acquire and a release are decided by the majority's replies: with a
+/// response timeout longer than the TTL, a round that waited for the
+/// stalled node would end with no validity left (`NotAcquired`).
+#[tokio::test]
+async fn a_redlock_acquire_and_release_do_not_wait_for_a_stalled_node() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let patient = ClientOptions {
+        response_timeout: Duration::from_secs(60),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect_with(urls.clone(), patient).await.unwrap();
+    let name = unique("stalled-patient");
+    // The two live nodes' counters agree and run ahead of the clock, so
+    // they issue the same fence: a majority that needs no write-back.
+    let ahead: u64 = 9_000_000_000_000_000;
+    for url in &urls[..2] {
+        let _: () = redis::cmd("SET")
+            .arg(&keys(&name).fence[..])
+            .arg(ahead)
+            .query(&mut conn(url))
+            .unwrap();
+    }
+    pause_writes(&urls[2], 60_000);
+    let lease = client
+        .acquire(
+            &name,
+            &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(lease.fence(), ahead + 1);
+    assert_eq!(holders(&urls[..2], &name, lease.token()), 2);
+    assert!(
+        !exists(&urls[2], &keys(&name).lock),
+        "the stalled node waits"
+    );
+    lease.release().await.unwrap();
+    assert_eq!(holders(&urls[..2], &name, lease.token()), 0);
+    unpause(&urls[2]);
+    // close waits for the stalled node's acquire, then its release.
+    client.close().await;
+    assert!(!exists(&urls[2], &keys(&name).lock));
+}
+
 #[tokio::test]
 async fn redlock_extend_needs_a_majority() {
     let mut servers: Vec<Server> = (0..5).map(|_| Server::start()).collect();
