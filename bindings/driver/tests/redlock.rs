@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fencelock::{Client, ClientOptions, Error, LockOptions};
+use fencelock::{Client, ClientOptions, Error, Lease, LockOptions};
 
 fn fast() -> ClientOptions {
     ClientOptions {
@@ -204,30 +204,46 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
     assert!(matches!(refused, Err(Error::Redis { .. })), "{refused:?}");
 }
 
-/// A node that stalls without refusing (here its writes are paused): each
-/// call is left to the other nodes' majority after waiting at most the
-/// response timeout for it (README, "Redlock"). Once it is back, what was
-/// queued there runs in order or is dropped with its connection: either
-/// way nothing stays held.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stalled_minority_node_is_left_to_the_majority() {
+/// Three nodes, the third with its writes paused for a minute: it takes
+/// commands and answers none of them.
+async fn two_live_nodes_and_one_stalled(
+    options: ClientOptions,
+) -> (Vec<Server>, Vec<String>, Client) {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let urls: Vec<String> = servers.iter().map(Server::url).collect();
-    let client = Client::connect_with(urls.clone(), fast()).await.unwrap();
-    let name = unique("stalled");
+    let client = Client::connect_with(urls.clone(), options).await.unwrap();
     pause_writes(&urls[2], 60_000);
+    (servers, urls, client)
+}
+
+/// Acquires `name` beside the stalled node: the two live nodes hold it and
+/// the stalled one has run nothing yet.
+async fn acquire_beside_the_stalled_node(client: &Client, urls: &[String], name: &str) -> Lease {
     let lease = client
         .acquire(
-            &name,
+            name,
             &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)),
         )
         .await
         .unwrap();
-    assert_eq!(holders(&urls[..2], &name, lease.token()), 2);
+    assert_eq!(holders(&urls[..2], name, lease.token()), 2);
     assert!(
-        !exists(&urls[2], &keys(&name).lock),
+        !exists(&urls[2], &keys(name).lock),
         "the stalled node ran nothing"
     );
+    lease
+}
+
+/// A node that stalls without refusing is left to the others' majority. An
+/// extend waits for every node, so it waits out the response timeout for
+/// the stalled one (README, "Redlock"). Once the node is back, what was
+/// queued there runs in order or is dropped with its connection: either
+/// way nothing stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_minority_node_is_left_to_the_majority() {
+    let (_servers, urls, client) = two_live_nodes_and_one_stalled(fast()).await;
+    let name = unique("stalled");
+    let lease = acquire_beside_the_stalled_node(&client, &urls, &name).await;
     lease.extend(None).await.unwrap();
     lease.release().await.unwrap();
     assert_eq!(holders(&urls[..2], &name, lease.token()), 0);
@@ -246,13 +262,11 @@ async fn a_stalled_minority_node_is_left_to_the_majority() {
 /// stalled node would end with no validity left (`NotAcquired`).
 #[tokio::test]
 async fn a_redlock_acquire_and_release_do_not_wait_for_a_stalled_node() {
-    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
     let patient = ClientOptions {
         response_timeout: Duration::from_secs(60),
         ..ClientOptions::default()
     };
-    let client = Client::connect_with(urls.clone(), patient).await.unwrap();
+    let (_servers, urls, client) = two_live_nodes_and_one_stalled(patient).await;
     let name = unique("stalled-patient");
     // The two live nodes' counters agree and run ahead of the clock, so
     // they issue the same fence: a majority that needs no write-back.
@@ -264,20 +278,8 @@ async fn a_redlock_acquire_and_release_do_not_wait_for_a_stalled_node() {
             .query(&mut conn(url))
             .unwrap();
     }
-    pause_writes(&urls[2], 60_000);
-    let lease = client
-        .acquire(
-            &name,
-            &LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)),
-        )
-        .await
-        .unwrap();
+    let lease = acquire_beside_the_stalled_node(&client, &urls, &name).await;
     assert_eq!(lease.fence(), ahead + 1);
-    assert_eq!(holders(&urls[..2], &name, lease.token()), 2);
-    assert!(
-        !exists(&urls[2], &keys(&name).lock),
-        "the stalled node waits"
-    );
     lease.release().await.unwrap();
     assert_eq!(holders(&urls[..2], &name, lease.token()), 0);
     unpause(&urls[2]);
