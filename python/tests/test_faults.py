@@ -101,6 +101,36 @@ def test_redlock_majority(redlock_urls: List[str], name: str) -> None:
     c.close()
 
 
+def test_redlock_acquire_and_release_do_not_wait_for_a_stalled_node(
+        redis_server: Callable[..., Server], name: str) -> None:
+    """A node that stalls without refusing (writes paused: it takes commands
+    and answers none) is left to the other two. With a response timeout
+    longer than the TTL, a call that waited for it would end with no
+    validity left (NotAcquired)."""
+    servers = [redis_server() for _ in range(3)]
+    urls = [s.url for s in servers]
+    nodes = [Redis(u) for u in urls]
+    key, fence_key, _ = lock_keys(name)
+    # The two live nodes' counters agree and run ahead of the clocks, so they
+    # issue the same fence: a majority that needs no write-back.
+    ahead = 9_000_000_000_000_000
+    for node in nodes[:2]:
+        node.execute("SET", fence_key, str(ahead))
+    c = fencelock.Client(urls, response_timeout=60.0)
+    nodes[2].execute("CLIENT", "PAUSE", "60000", "WRITE")
+    try:
+        lease = c.acquire(name, ttl=10.0, wait=5.0)
+        assert lease.fence == ahead + 1
+        assert [n.get(key) for n in nodes] == [lease.token.encode()] * 2 + [None]
+        lease.release()
+        assert [n.execute("EXISTS", key) for n in nodes[:2]] == [0, 0]
+    finally:
+        nodes[2].execute("CLIENT", "UNPAUSE")
+    # close waits for the stalled node's acquire, then its release.
+    c.close()
+    assert nodes[2].execute("EXISTS", key) == 0
+
+
 def test_redlock_survives_a_minority_down_and_fails_without_majority(
         redis_server: Callable[..., Server], name: str) -> None:
     servers = [redis_server() for _ in range(5)]
