@@ -2,8 +2,9 @@
 //!
 //! A lease sends the same keys and token in every command it makes, and the
 //! rest are short decimal numbers (ttls, fences, counts). So a key or a
-//! token is made once per lease and shared (`Arc`), and a number is kept
-//! inline: building a command copies neither and allocates for neither.
+//! token is made once per lease and shared (`Arc`; a lease's keys share one
+//! allocation), and a number is kept inline: building a command copies
+//! neither and allocates for neither.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -21,7 +22,16 @@ pub struct Bytes(Repr);
 #[derive(Clone)]
 enum Repr {
     Shared(Arc<[u8]>),
-    Inline { len: u8, buf: [u8; INLINE] },
+    /// `whole[start..start + len]`: one of several made together.
+    Part {
+        whole: Arc<[u8]>,
+        start: u16,
+        len: u16,
+    },
+    Inline {
+        len: u8,
+        buf: [u8; INLINE],
+    },
 }
 
 impl Bytes {
@@ -60,6 +70,25 @@ impl Bytes {
         }
         Bytes(Repr::Shared(shared))
     }
+
+    /// `self[range]`, sharing this allocation when it can (a lease's keys
+    /// are parts of one).
+    pub fn slice(&self, range: std::ops::Range<usize>) -> Bytes {
+        let (whole, base) = match &self.0 {
+            Repr::Shared(whole) => (whole, 0),
+            Repr::Part { whole, start, .. } => (whole, usize::from(*start)),
+            Repr::Inline { .. } => return Bytes::from(&self[range]),
+        };
+        let (start, len) = (base + range.start, self[range].len());
+        match (u16::try_from(start), u16::try_from(len)) {
+            (Ok(start), Ok(len)) => Bytes(Repr::Part {
+                whole: Arc::clone(whole),
+                start,
+                len,
+            }),
+            _ => Bytes::from(&whole[start..start + len]),
+        }
+    }
 }
 
 impl Deref for Bytes {
@@ -68,6 +97,7 @@ impl Deref for Bytes {
     fn deref(&self) -> &[u8] {
         match &self.0 {
             Repr::Shared(bytes) => bytes,
+            Repr::Part { whole, start, len } => &whole[usize::from(*start)..][..usize::from(*len)],
             Repr::Inline { len, buf } => &buf[..usize::from(*len)],
         }
     }
@@ -214,5 +244,29 @@ mod tests {
         }
         assert!(matches!(Bytes::from(&b"w"[..]).0, Repr::Inline { .. }));
         assert_eq!(Bytes::from(&[7u8; 23][..]), [7u8; 23]);
+    }
+
+    #[test]
+    fn a_slice_shares_the_allocation() {
+        let key = Bytes::concat(&[b"fencelock:{invoice:42}", b":fence"]);
+        let lock = key.slice(0..22);
+        let fence = lock.slice(10..22);
+        assert_eq!(
+            (&*lock, &*fence),
+            (&b"fencelock:{invoice:42}"[..], &b"{invoice:42}"[..])
+        );
+        match (&key.0, &fence.0) {
+            (Repr::Shared(a), Repr::Part { whole: b, .. }) => assert!(Arc::ptr_eq(a, b)),
+            _ => panic!("parts of one allocation"),
+        }
+        assert_eq!(std::mem::size_of::<Bytes>(), 24);
+        // Past what a part's offsets can say, a slice is a copy.
+        let long = Bytes::from(vec![b'x'; 70_000]);
+        assert_eq!(long.slice(69_000..70_000).len(), 1_000);
+        assert!(matches!(long.slice(69_000..70_000).0, Repr::Shared(_)));
+        assert!(matches!(
+            Bytes::decimal(12_345).slice(1..3).0,
+            Repr::Inline { .. }
+        ));
     }
 }

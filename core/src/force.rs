@@ -31,7 +31,7 @@ impl ForceRelease {
     pub fn new(name: LockName, keys: &LockKeys, grace: FenceGrace, nodes: usize) -> ForceRelease {
         ForceRelease {
             name,
-            keys: vec![keys.lock.clone(), keys.fence.clone(), keys.channel.clone()],
+            keys: vec![keys.lock(), keys.fence(), keys.channel()],
             grace: Bytes::decimal(grace.as_millis()),
             nodes: nodes.max(1),
         }

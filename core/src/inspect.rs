@@ -93,7 +93,7 @@ impl Inspect {
         Inspect {
             name,
             kind,
-            keys: vec![keys.lock.clone(), keys.fence.clone()],
+            keys: vec![keys.lock(), keys.fence()],
             tokens: tokens.into_iter().map(|t| t.0.clone().into()).collect(),
             nodes: nodes.max(1),
         }
@@ -228,7 +228,7 @@ mod tests {
         let i = Inspect::of_kind(name, kind, &keys, [&Token("tok".into())], 3);
         let c = i.command(1);
         assert_eq!(c.script, Script::HoldersInspect);
-        assert_eq!(c.keys, vec![keys.lock.clone(), keys.fence.clone()]);
+        assert_eq!(c.keys, vec![keys.lock(), keys.fence()]);
         // Two of three nodes is not the semaphore's quorum (three).
         let two = i
             .combine(vec![

@@ -42,6 +42,8 @@
 //! [`KeySpace::name_of`] reads a scanned key back into its name (`None` for
 //! fence keys and anything else that is not a lock key of this key space).
 
+use std::borrow::Cow;
+
 use crate::pattern::Token;
 use crate::{Bytes, Error, Kind, LockName, NamePattern};
 
@@ -54,20 +56,79 @@ pub struct KeySpace {
     prefix: Vec<u8>,
 }
 
-/// Every Redis name one lock uses. For a semaphore or a read-write lock,
-/// `lock` is the lease's own holders set (the semaphore's, the readers' or
-/// the writer's).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Every Redis name one lock uses, in one allocation (a held lease keeps
+/// them). For a semaphore or a read-write lock, `lock` is the lease's own
+/// holders set (the semaphore's, the readers' or the writer's).
+#[derive(Clone, PartialEq, Eq)]
 pub struct LockKeys {
-    pub lock: Bytes,
-    pub fence: Bytes,
-    pub channel: Bytes,
+    all: Bytes,
+    /// Where each key ends in `all`, in [`KeyOf`] order; a key the kind
+    /// does not use is empty.
+    ends: [u16; 6],
+}
+
+/// The order of [`LockKeys`]' keys.
+#[derive(Clone, Copy)]
+enum KeyOf {
+    Lock,
+    Fence,
+    Channel,
+    Waiting,
+    Until,
+    Other,
+}
+
+impl LockKeys {
+    fn key(&self, which: KeyOf) -> Bytes {
+        let i = which as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.all
+            .slice(usize::from(start)..usize::from(self.ends[i]))
+    }
+
+    fn has(&self, which: KeyOf) -> bool {
+        let i = which as usize;
+        self.ends[i] > self.ends[i - 1]
+    }
+
+    pub fn lock(&self) -> Bytes {
+        self.key(KeyOf::Lock)
+    }
+
+    pub fn fence(&self) -> Bytes {
+        self.key(KeyOf::Fence)
+    }
+
+    pub fn channel(&self) -> Bytes {
+        self.key(KeyOf::Channel)
+    }
+
     /// The fair line of a semaphore, a read-write lock or the fair mutex;
     /// `None` for the mutex.
-    pub line: Option<LineKeys>,
+    pub fn line(&self) -> Option<LineKeys> {
+        self.has(KeyOf::Waiting).then(|| LineKeys {
+            waiting: self.key(KeyOf::Waiting),
+            until: self.key(KeyOf::Until),
+        })
+    }
+
     /// A read-write lock's other side: a reader's is the writer set, a
     /// writer's the readers set. `None` otherwise.
-    pub other: Option<Bytes>,
+    pub fn other(&self) -> Option<Bytes> {
+        self.has(KeyOf::Other).then(|| self.key(KeyOf::Other))
+    }
+}
+
+impl std::fmt::Debug for LockKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockKeys")
+            .field("lock", &self.lock())
+            .field("fence", &self.fence())
+            .field("channel", &self.channel())
+            .field("line", &self.line())
+            .field("other", &self.other())
+            .finish()
+    }
 }
 
 /// The fair line: waiters in arrival order, and when each one's place
@@ -110,60 +171,61 @@ impl KeySpace {
 
     /// The mutex's keys.
     pub fn keys(&self, name: &LockName) -> LockKeys {
-        let base = self.base(name);
-        let with = |suffix: &[u8]| Bytes::concat(&[&base, suffix]);
-        LockKeys {
-            fence: with(b":fence"),
-            channel: with(b":released"),
-            lock: base,
-            line: None,
-            other: None,
-        }
+        self.keys_for(name, Kind::Mutex)
     }
 
     /// The keys a lease of `kind` uses (the mutex's for [`Kind::Mutex`]).
     pub fn keys_for(&self, name: &LockName, kind: Kind) -> LockKeys {
-        let part = match kind {
-            Kind::Mutex => return self.keys(name),
-            Kind::FairMutex => {
-                let mut keys = self.keys(name);
-                let with = |suffix: &[u8]| Bytes::concat(&[&keys.lock, suffix]);
-                keys.line = Some(LineKeys {
-                    waiting: with(b":waiting"),
-                    until: with(b":waiting:until"),
-                });
-                return keys;
-            }
-            Kind::Semaphore(_) => &b":semaphore"[..],
+        let (open, body) = self.hash_tag(name);
+        let part: &[u8] = match kind {
+            Kind::Mutex | Kind::FairMutex => b"",
+            Kind::Semaphore(_) => b":semaphore",
             Kind::Read | Kind::Write => b":rw",
         };
-        let base = [&*self.base(name), part].concat();
-        let with = |suffix: &[u8]| Bytes::concat(&[&base, suffix]);
-        let line = Some(LineKeys {
-            waiting: with(b":waiting"),
-            until: with(b":waiting:until"),
-        });
-        let (lock, other) = match kind {
-            Kind::Read => (with(b":readers"), Some(with(b":writer"))),
-            Kind::Write => (with(b":writer"), Some(with(b":readers"))),
-            _ => (Bytes::concat(&[&base]), None),
+        // `<prefix>{<name>}<part><suffix>`, in `KeyOf` order: the mutex's
+        // lock key is the base alone, every other key starts with it.
+        let base: [&[u8]; 5] = [&self.prefix, open, &body, b"}", part];
+        // The lease's own key, whether the kind has a fair line, the other
+        // side of a read-write lock.
+        let (own, line, other): (&[u8], bool, Option<&[u8]>) = match kind {
+            Kind::Mutex => (b"", false, None),
+            Kind::FairMutex | Kind::Semaphore(_) => (b"", true, None),
+            Kind::Read => (b":readers", true, Some(b":writer")),
+            Kind::Write => (b":writer", true, Some(b":readers")),
         };
-        LockKeys {
-            lock,
-            fence: with(b":fence"),
-            channel: with(b":released"),
-            line,
+        let suffixes: [Option<&[u8]>; 6] = [
+            Some(own),
+            Some(b":fence"),
+            Some(b":released"),
+            line.then_some(b":waiting"),
+            line.then_some(b":waiting:until"),
             other,
+        ];
+        let mut parts: [&[u8]; 36] = [&[]; 36];
+        let (mut n, mut len) = (0, 0);
+        let mut ends = [0u16; 6];
+        for (end, suffix) in ends.iter_mut().zip(suffixes) {
+            for piece in suffix.iter().flat_map(|s| base.iter().copied().chain([*s])) {
+                parts[n] = piece;
+                n += 1;
+                len += piece.len();
+            }
+            // Six keys of a 256-byte prefix and a 1,024-byte name escaped
+            // (3 bytes a byte at most) stay far below 64 KiB.
+            *end = u16::try_from(len).expect("keys within the prefix and name limits");
+        }
+        LockKeys {
+            all: Bytes::concat(&parts[..n]),
+            ends,
         }
     }
 
-    /// `<prefix>{<name>}`, or `<prefix>#{<escaped name>}`: the mutex's lock
-    /// key and every other key's start.
-    fn base(&self, name: &LockName) -> Bytes {
+    /// The hash tag's opening and body: `{` and the name, or `#{` and the
+    /// name with `%`, `{` and `}` escaped (a name with braces).
+    fn hash_tag<'a>(&self, name: &'a LockName) -> (&'static [u8], Cow<'a, [u8]>) {
         let name = name.as_bytes();
         if !name.iter().any(|b| matches!(b, b'{' | b'}')) {
-            // The usual case, in one allocation: it is the lock key.
-            return Bytes::concat(&[&self.prefix, b"{", name, b"}"]);
+            return (b"{", Cow::Borrowed(name));
         }
         let mut escaped = Vec::with_capacity(name.len() + 8);
         for &byte in name {
@@ -174,7 +236,7 @@ impl KeySpace {
                 other => escaped.push(other),
             }
         }
-        Bytes::concat(&[&self.prefix, b"#{", &escaped, b"}"])
+        (b"#{", Cow::Owned(escaped))
     }
 
     /// The `SCAN MATCH` argument for the lock keys of names matching
@@ -229,7 +291,7 @@ impl KeySpace {
             unescape(inner.strip_prefix(b"#{")?)?
         };
         let name = LockName::new(name).ok()?;
-        (self.keys(&name).lock == key).then_some(name)
+        (self.keys(&name).lock() == key).then_some(name)
     }
 }
 
@@ -306,9 +368,9 @@ mod tests {
     #[test]
     fn brace_free_names_appear_verbatim() {
         let k = keys(b"invoice:42");
-        assert_eq!(k.lock, b"fencelock:{invoice:42}");
-        assert_eq!(k.fence, b"fencelock:{invoice:42}:fence");
-        assert_eq!(k.channel, b"fencelock:{invoice:42}:released");
+        assert_eq!(k.lock(), b"fencelock:{invoice:42}");
+        assert_eq!(k.fence(), b"fencelock:{invoice:42}:fence");
+        assert_eq!(k.channel(), b"fencelock:{invoice:42}:released");
     }
 
     #[test]
@@ -318,10 +380,10 @@ mod tests {
         let fair = space.keys_for(&name, Kind::FairMutex);
         let plain = space.keys(&name);
         assert_eq!(
-            (&fair.lock, &fair.fence, &fair.channel),
-            (&plain.lock, &plain.fence, &plain.channel)
+            (&fair.lock(), &fair.fence(), &fair.channel()),
+            (&plain.lock(), &plain.fence(), &plain.channel())
         );
-        let line = fair.line.unwrap();
+        let line = fair.line().unwrap();
         assert_eq!(line.waiting, b"fencelock:{invoice:42}:waiting");
         assert_eq!(line.until, b"fencelock:{invoice:42}:waiting:until");
         assert_eq!(space.name_of(&line.waiting), None);
@@ -333,31 +395,34 @@ mod tests {
         let space = KeySpace::default();
         let three = Kind::Semaphore(crate::Permits::new(3).unwrap());
         let s = space.keys_for(&name, three);
-        assert_eq!(s.lock, b"fencelock:{pool}:semaphore");
-        assert_eq!(s.fence, b"fencelock:{pool}:semaphore:fence");
-        assert_eq!(s.channel, b"fencelock:{pool}:semaphore:released");
-        let line = s.line.unwrap();
+        assert_eq!(s.lock(), b"fencelock:{pool}:semaphore");
+        assert_eq!(s.fence(), b"fencelock:{pool}:semaphore:fence");
+        assert_eq!(s.channel(), b"fencelock:{pool}:semaphore:released");
+        let line = s.line().unwrap();
         assert_eq!(line.waiting, b"fencelock:{pool}:semaphore:waiting");
         assert_eq!(line.until, b"fencelock:{pool}:semaphore:waiting:until");
         let (r, w) = (
             space.keys_for(&name, Kind::Read),
             space.keys_for(&name, Kind::Write),
         );
-        assert_eq!(r.lock, b"fencelock:{pool}:rw:readers");
-        assert_eq!(r.other.as_deref(), Some(&b"fencelock:{pool}:rw:writer"[..]));
-        assert_eq!(w.lock, b"fencelock:{pool}:rw:writer");
+        assert_eq!(r.lock(), b"fencelock:{pool}:rw:readers");
         assert_eq!(
-            w.other.as_deref(),
+            r.other().as_deref(),
+            Some(&b"fencelock:{pool}:rw:writer"[..])
+        );
+        assert_eq!(w.lock(), b"fencelock:{pool}:rw:writer");
+        assert_eq!(
+            w.other().as_deref(),
             Some(&b"fencelock:{pool}:rw:readers"[..])
         );
-        assert_eq!((r.fence, r.line), (w.fence, w.line));
+        assert_eq!((r.fence(), r.line()), (w.fence(), w.line()));
         assert_eq!(space.keys_for(&name, Kind::Mutex), space.keys(&name));
     }
 
     #[test]
     fn names_with_braces_are_escaped_and_distinct() {
-        assert_eq!(keys(b"}a{%").lock, b"fencelock:#{%7Da%7B%25}");
-        assert_ne!(keys(b"{").lock, keys(b"%7B").lock);
+        assert_eq!(keys(b"}a{%").lock(), b"fencelock:#{%7Da%7B%25}");
+        assert_ne!(keys(b"{").lock(), keys(b"%7B").lock());
     }
 
     #[test]
@@ -415,8 +480,8 @@ mod tests {
         ] {
             let name = LockName::new(name).unwrap();
             let keys = space.keys(&name);
-            assert_eq!(space.name_of(&keys.lock), Some(name.clone()));
-            assert_eq!(space.name_of(&keys.fence), None, "{name}");
+            assert_eq!(space.name_of(&keys.lock()), Some(name.clone()));
+            assert_eq!(space.name_of(&keys.fence()), None, "{name}");
         }
         for not_a_lock_key in [
             &b"fencelock:{a}:fence"[..],
@@ -460,7 +525,7 @@ mod tests {
             };
             let space = KeySpace::new("p*:").unwrap();
             let name = LockName::new(&name).unwrap();
-            let key = space.keys(&name).lock;
+            let key = space.keys(&name).lock();
             proptest::prop_assert_eq!(space.name_of(&key), Some(name.clone()));
             if pattern.matches(name.as_bytes()) {
                 proptest::prop_assert!(redis_glob(&space.scan_match(&pattern), &key));
@@ -473,18 +538,18 @@ mod tests {
         #[test]
         fn every_key_of_a_lock_shares_one_slot(name in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..=64)) {
             let k = keys(&name);
-            let slot = hash_slot(&k.lock);
-            proptest::prop_assert_eq!(hash_slot(&k.fence), slot);
-            proptest::prop_assert_eq!(hash_slot(&k.channel), slot);
+            let slot = hash_slot(&k.lock());
+            proptest::prop_assert_eq!(hash_slot(&k.fence()), slot);
+            proptest::prop_assert_eq!(hash_slot(&k.channel()), slot);
             let name = LockName::new(&name).unwrap();
             let three = Kind::Semaphore(crate::Permits::new(3).unwrap());
             for kind in [three, Kind::Read, Kind::Write] {
                 let k = KeySpace::default().keys_for(&name, kind);
-                let line = k.line.as_ref().unwrap();
-                for key in [&k.lock, &k.fence, &k.channel, &line.waiting, &line.until] {
+                let line = k.line().unwrap();
+                for key in [&k.lock(), &k.fence(), &k.channel(), &line.waiting, &line.until] {
                     proptest::prop_assert_eq!(hash_slot(key), slot);
                 }
-                if let Some(key) = &k.other {
+                if let Some(key) = &k.other() {
                     proptest::prop_assert_eq!(hash_slot(key), slot);
                 }
             }
@@ -494,7 +559,7 @@ mod tests {
         fn distinct_names_get_distinct_keys(a in proptest::collection::vec(proptest::sample::select(b"{}%7BDa".to_vec()), 1..8),
                                            b in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..8)) {
             proptest::prop_assume!(a != b);
-            proptest::prop_assert_ne!(keys(&a).lock, keys(&b).lock);
+            proptest::prop_assert_ne!(keys(&a).lock(), keys(&b).lock());
         }
     }
 }

@@ -135,7 +135,13 @@ impl AcquireMany {
                 "acquire_many takes mutexes with one ttl, wait and fence grace",
             ));
         }
-        let slot = |m: &LockConfig| if cluster { hash_slot(&m.keys.lock) } else { 0 };
+        let slot = |m: &LockConfig| {
+            if cluster {
+                hash_slot(&m.keys.lock())
+            } else {
+                0
+            }
+        };
         let mut order: Vec<usize> = (0..members.len()).collect();
         order.sort_by(|&a, &b| {
             (slot(&members[a]), &members[a].name).cmp(&(slot(&members[b]), &members[b].name))
@@ -367,9 +373,8 @@ impl AcquireMany {
         }
         if self.listening != Some(held) {
             self.listening = Some(held);
-            self.events.push_back(ManyEvent::Subscribe(
-                self.members[held].keys.channel.clone(),
-            ));
+            self.events
+                .push_back(ManyEvent::Subscribe(self.members[held].keys.channel()));
         }
         if std::mem::take(&mut self.woken) {
             self.retry_at = Some(now);
@@ -439,7 +444,7 @@ impl AcquireMany {
         for group in groups {
             for member in self.groups[group].clone() {
                 let config = &self.members[member];
-                let keys = vec![config.keys.lock.clone(), config.keys.channel.clone()];
+                let keys = vec![config.keys.lock(), config.keys.channel()];
                 let args = vec![config.token.0.clone().into()];
                 let id = self.push(Script::Release, keys, args);
                 self.cleanup.push(id);
@@ -456,8 +461,8 @@ impl AcquireMany {
         ];
         for &member in &self.groups[group] {
             let config = &self.members[member];
-            keys.push(config.keys.lock.clone());
-            keys.push(config.keys.fence.clone());
+            keys.push(config.keys.lock());
+            keys.push(config.keys.fence());
             args.push(config.token.0.clone().into());
         }
         let id = self.push(Script::AcquireMany, keys, args);

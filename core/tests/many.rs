@@ -72,7 +72,7 @@ fn lock_keys(c: &Command) -> Vec<String> {
 /// hash tag whole, so only by the slot's hash: found by search).
 fn one_slot() -> (String, String) {
     let keys = KeySpace::default();
-    let slot = |n: &str| hash_slot(&keys.keys(&LockName::new(n).unwrap()).lock);
+    let slot = |n: &str| hash_slot(&keys.keys(&LockName::new(n).unwrap()).lock());
     let mut seen = std::collections::HashMap::new();
     for i in 0.. {
         let name = format!("n{i}");
@@ -91,7 +91,7 @@ fn one_slot() -> (String, String) {
 /// Two names on different cluster slots, in slot order.
 fn two_slots() -> (&'static str, &'static str) {
     let keys = KeySpace::default();
-    let slot = |n: &str| hash_slot(&keys.keys(&LockName::new(n).unwrap()).lock);
+    let slot = |n: &str| hash_slot(&keys.keys(&LockName::new(n).unwrap()).lock());
     if slot("a") < slot("b") {
         ("a", "b")
     } else {

@@ -720,7 +720,7 @@ fn a_handoff_that_finds_the_lock_taken_over_is_lock_lost_and_the_waiter_attempts
     let (mut sim, a, b) = handoff_world(22, 1, 10_000, 100);
     // Someone else's key in its place (a force-release and a new holder).
     sim.run_until(50 * MS);
-    let lock = sim.keys.lock.clone();
+    let lock = sim.keys.lock();
     sim.nodes[0].set(&lock, b"intruder", Some(sim.now + 300 * MS));
     let (t, ev) = sim.run_until_event(b, 2_000 * MS, is_acquire_done).unwrap();
     assert!(matches!(ev, Event::Acquired { .. }), "{ev:?}");
@@ -915,11 +915,13 @@ mod fake_redis {
         let keys = KeySpace::default().keys(&LockName::new("x").unwrap());
         let keys = match script {
             Script::Acquire | Script::Extend | Script::Reclaim | Script::Inspect => {
-                vec![keys.lock, keys.fence]
+                vec![keys.lock(), keys.fence()]
             }
-            Script::Release => vec![keys.lock, keys.channel],
-            Script::RaiseFence => vec![keys.fence],
-            Script::ForceRelease | Script::Handoff => vec![keys.lock, keys.fence, keys.channel],
+            Script::Release => vec![keys.lock(), keys.channel()],
+            Script::RaiseFence => vec![keys.fence()],
+            Script::ForceRelease | Script::Handoff => {
+                vec![keys.lock(), keys.fence(), keys.channel()]
+            }
             Script::FencedSet => vec![b"data".into()],
             _ => return set_cmd(script, args),
         };
@@ -941,16 +943,22 @@ mod fake_redis {
             _ => Kind::Semaphore(Permits::new(2).unwrap()),
         };
         let k = KeySpace::default().keys_for(&name, kind);
-        let line = k.line.clone().unwrap();
+        let line = k.line().clone().unwrap();
         let keys = match script {
-            Script::FairAcquire => vec![k.lock, line.waiting, line.until, k.fence],
+            Script::FairAcquire => vec![k.lock(), line.waiting, line.until, k.fence()],
             Script::ReadAcquire => {
-                vec![k.lock, line.waiting, line.until, k.fence, k.other.unwrap()]
+                vec![
+                    k.lock(),
+                    line.waiting,
+                    line.until,
+                    k.fence(),
+                    k.other().unwrap(),
+                ]
             }
             Script::HoldersExtend | Script::HoldersReclaim | Script::HoldersInspect => {
-                vec![k.lock, k.fence]
+                vec![k.lock(), k.fence()]
             }
-            Script::HoldersRelease => vec![k.lock, line.waiting, line.until, k.channel],
+            Script::HoldersRelease => vec![k.lock(), line.waiting, line.until, k.channel()],
             other => unreachable!("{other:?}"),
         };
         Command {
@@ -978,7 +986,7 @@ mod fake_redis {
             &LockName::new("x").unwrap(),
             Kind::Semaphore(Permits::new(2).unwrap()),
         );
-        let waiting = semaphore.line.clone().unwrap().waiting;
+        let waiting = semaphore.line().clone().unwrap().waiting;
         assert_eq!(n.line(&waiting), [b"c".to_vec(), b"d".to_vec()]);
         // a leaves: the freed permit is c's, not d's (d stays behind c).
         let release = |t: &str| set_cmd(Script::HoldersRelease, &[t]);
@@ -995,7 +1003,10 @@ mod fake_redis {
         assert_eq!(n.exec(7 * MS, &release("z")).0, Reply::Int(0));
         // d never tries again: its place expires (300 ms), and c's permit
         // (granted at 6 ms for 100 ms) too; e gets it with nobody ahead.
-        assert_eq!(n.holders(&semaphore.lock, 200 * MS), Vec::<Vec<u8>>::new());
+        assert_eq!(
+            n.holders(&semaphore.lock(), 200 * MS),
+            Vec::<Vec<u8>>::new()
+        );
         assert_eq!(n.exec(400 * MS, &acquire("e")).0, granted(400 * 1024));
         assert_eq!(n.line(&waiting), Vec::<Vec<u8>>::new());
         // A try-once (patience 0) looks without standing in line.
@@ -1018,7 +1029,7 @@ mod fake_redis {
     fn fence_key() -> Vec<u8> {
         KeySpace::default()
             .keys(&LockName::new("x").unwrap())
-            .fence
+            .fence()
             .to_vec()
     }
 
@@ -1159,7 +1170,9 @@ mod fake_redis {
     #[test]
     fn handoff_passes_the_lock_with_the_next_fence_only_while_nobody_listens() {
         let mut n = Node::default();
-        let lock_key = KeySpace::default().keys(&LockName::new("x").unwrap()).lock;
+        let lock_key = KeySpace::default()
+            .keys(&LockName::new("x").unwrap())
+            .lock();
         let handoff = |from: &str, to: &str| cmd(Script::Handoff, &[from, to, "100", "150"]);
         n.exec(0, &cmd(Script::Acquire, &["a", "100", "150"]));
         // Ours: the waiter's token with its ttl, the next fence, no wake-up.
@@ -1297,7 +1310,7 @@ fn a_renewal_short_of_a_majority_puts_the_key_back_while_the_lease_is_valid() {
     let mut opts = LeaseOpts::new(1_000, Wait::TRY_ONCE);
     opts.auto_renew = true;
     let a = sim.add_lease(c, opts);
-    let key = sim.keys.lock.clone();
+    let key = sim.keys.lock();
     sim.nodes[2].set(&key, b"someone-else", Some(50 * MS));
     sim.at(0, a, AppAction::Acquire);
     sim.crash_at(60 * MS, 1, 1_000 * MS);

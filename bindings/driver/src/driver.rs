@@ -685,7 +685,7 @@ impl<'a> Actor<'a> {
     fn on_event(&mut self, lock: &mut Lock, event: Event) {
         match event {
             Event::Subscribe => {
-                self.subscription = Some(self.conns.notifier.subscribe(&lock.keys().channel));
+                self.subscription = Some(self.conns.notifier.subscribe(&lock.keys().channel()));
             }
             Event::Unsubscribe => self.subscription = None,
             Event::Acquired { fence, .. } => {

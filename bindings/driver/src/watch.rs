@@ -90,7 +90,7 @@ impl LockWatch {
         if self.listening.is_none() {
             let conns = self.connections()?;
             let keys = self.client.keyspace().keys(&self.name);
-            let subscription = conns.notifier.subscribe(&keys.channel);
+            let subscription = conns.notifier.subscribe(&keys.channel());
             // Confirmed subscriptions first (bounded: polling covers a
             // pub/sub that is slow to come up), so no release between the
             // first look and the subscription goes unheard.

@@ -41,7 +41,7 @@ fn app_user(server: &Server, except: &[&str]) -> String {
 /// The scripts run on `name`'s lock key, by name, in order (MONITOR).
 fn scripts_on(monitor: &Monitor, name: &str) -> Vec<&'static str> {
     monitor.sync();
-    let lock = keys(name).lock.to_vec();
+    let lock = keys(name).lock().to_vec();
     monitor
         .seen()
         .iter()
@@ -99,7 +99,7 @@ async fn the_readme_acl_is_enough_for_every_operation() {
         async move { other.acquire(&name, &opts).await }
     });
     eventually(Duration::from_secs(5), "the waiter subscribed", || {
-        numsub(&server.url(), &keys(&name).channel) == 1
+        numsub(&server.url(), &keys(&name).channel()) == 1
     })
     .await;
     let t = std::time::Instant::now();

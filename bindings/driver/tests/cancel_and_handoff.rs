@@ -28,7 +28,7 @@ async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
 /// Keys of this lock in Redis (the lock key itself, counted by `EXISTS`).
 fn lock_keys(url: &str, name: &str) -> i64 {
     redis::cmd("EXISTS")
-        .arg(&*keys(name).lock)
+        .arg(&*keys(name).lock())
         .query(&mut common::conn(url))
         .unwrap()
 }
@@ -124,7 +124,7 @@ async fn a_contended_first_attempt_falls_back_and_waits_in_fifo_order() {
     // The first attempt failed and its actor now waits for the release
     // notification.
     eventually(secs(5), "the first waiter subscribed", || {
-        numsub(&url, &keys(&name).channel) >= 1
+        numsub(&url, &keys(&name).channel()) >= 1
     })
     .await;
     assert!(served.lock().unwrap().is_empty());
@@ -133,7 +133,7 @@ async fn a_contended_first_attempt_falls_back_and_waits_in_fifo_order() {
         task.await.unwrap();
     }
     assert_eq!(*served.lock().unwrap(), vec![0, 1, 2, 3]);
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     client.close().await;
     other.close().await;
 }
@@ -178,7 +178,7 @@ async fn a_local_waiter_behind_a_lost_lease_gets_the_turn() {
         Err(fencelock::Error::LockLost { .. })
     ));
     second.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     client.close().await;
 }
 
@@ -192,11 +192,11 @@ async fn a_non_renewing_lease_extends_and_reports_its_loss() {
         .await
         .unwrap();
     lease.extend(Some(secs(30))).await.unwrap();
-    assert!(common::pttl(&url, &keys(&name).lock) > 5_000);
+    assert!(common::pttl(&url, &keys(&name).lock()) > 5_000);
     assert!(lease.valid_for() > secs(5));
     // Gone under it: the next extend finds out, and the loss is signalled.
     let _: i64 = redis::cmd("DEL")
-        .arg(&*keys(&name).lock)
+        .arg(&*keys(&name).lock())
         .query(&mut common::conn(&url))
         .unwrap();
     assert!(matches!(

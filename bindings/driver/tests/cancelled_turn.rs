@@ -63,13 +63,13 @@ async fn try_once_right_after_a_cancelled_acquire_of_the_same_client() {
         };
         let lease = lease.unwrap_or_else(|| panic!("iteration {i}: NotAcquired on a free lock"));
         assert_eq!(
-            get(&url, &k.lock).as_deref(),
+            get(&url, &k.lock()).as_deref(),
             Some(lease.token().as_bytes())
         );
         lease.release().await.unwrap();
     }
     assert!(cancelled > 30, "only {cancelled} acquires were cancelled");
-    assert!(!exists(&url, &k.lock));
+    assert!(!exists(&url, &k.lock()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

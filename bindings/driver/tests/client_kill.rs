@@ -98,7 +98,7 @@ async fn every_operation_after_client_kill_goes_to_a_fresh_connection() {
         let (lease, r) = after_kill(&url, "acquire", || client.acquire(&name, &opts)).await;
         raced += usize::from(r);
         assert_eq!(
-            get(&url, &keys(&name).lock).as_deref(),
+            get(&url, &keys(&name).lock()).as_deref(),
             Some(lease.token().as_bytes()),
             "round {round}"
         );
@@ -107,16 +107,16 @@ async fn every_operation_after_client_kill_goes_to_a_fresh_connection() {
         })
         .await;
         raced += usize::from(r);
-        assert!(pttl(&url, &keys(&name).lock) > 10_000);
+        assert!(pttl(&url, &keys(&name).lock()) > 10_000);
         let t = Instant::now();
         kill(&url, "normal");
         match lease.release().await {
-            Ok(()) => assert!(!exists(&url, &keys(&name).lock)),
+            Ok(()) => assert!(!exists(&url, &keys(&name).lock())),
             // Raced the kill: the release may not have run; the key expires.
             Err(fencelock::Error::Redis { .. }) => {
                 raced += 1;
                 let _: () = redis::cmd("DEL")
-                    .arg(&*keys(&name).lock)
+                    .arg(&*keys(&name).lock())
                     .query(&mut conn(&url))
                     .unwrap();
             }
@@ -152,7 +152,7 @@ async fn a_command_on_a_connection_killed_under_it_is_not_resent() {
     // adds exactly one.
     let ahead: u64 = 1 << 62;
     let _: () = redis::cmd("SET")
-        .arg(&*keys(&name).fence)
+        .arg(&*keys(&name).fence())
         .arg(ahead)
         .query(&mut conn(&url))
         .unwrap();
@@ -194,10 +194,10 @@ async fn a_command_on_a_connection_killed_under_it_is_not_resent() {
     // The killed acquire never ran, and was not sent again: the counter
     // is where the test put it.
     assert_eq!(
-        get(&url, &keys(&name).fence).as_deref(),
+        get(&url, &keys(&name).fence()).as_deref(),
         Some(ahead.to_string().as_bytes())
     );
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     let acquires = commandstats(&url)
         .into_iter()
         .filter(|(cmd, _)| cmd == "evalsha" || cmd == "eval")

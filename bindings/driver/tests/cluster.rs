@@ -51,7 +51,7 @@ fn slot_owner_count(names: &[String]) -> usize {
     let mut conn = client.get_connection().unwrap();
     let mut owners = std::collections::HashSet::new();
     for name in names {
-        let key = common::keys(name).lock;
+        let key = common::keys(name).lock();
         let slot: i64 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(&*key)
@@ -75,14 +75,14 @@ async fn locks_on_every_shard_from_one_seed() {
     for name in &names {
         let lease = client.acquire(name, &opts).await.unwrap();
         assert_eq!(
-            cluster_get(&common::keys(name).lock).as_deref(),
+            cluster_get(&common::keys(name).lock()).as_deref(),
             Some(lease.token().as_bytes())
         );
         assert!(client.try_acquire(name, &opts).await.unwrap().is_none());
         lease.extend(None).await.unwrap();
         fences.push(lease.fence());
         lease.release().await.unwrap();
-        assert_eq!(cluster_get(&common::keys(name).lock), None);
+        assert_eq!(cluster_get(&common::keys(name).lock()), None);
     }
     assert!(fences.iter().all(|&f| f > 0));
     client.close().await;
@@ -114,7 +114,7 @@ async fn a_release_wakes_a_waiter_through_sharded_pubsub() {
     });
     // The waiter listens on the lock's shard (SSUBSCRIBE, not SUBSCRIBE);
     // a loaded machine can take seconds to connect its pub/sub.
-    let channel = common::keys(&name).channel;
+    let channel = common::keys(&name).channel();
     common::eventually(Duration::from_secs(20), "a sharded subscriber", || {
         shard_subscribers(&channel) == 1
     })
@@ -185,7 +185,7 @@ async fn replicas_one_acknowledges_and_three_is_refused_and_released() {
         }
         other => panic!("expected NotAcquired, got {other:?}"),
     }
-    assert_eq!(cluster_get(&common::keys(&name).lock), None, "released");
+    assert_eq!(cluster_get(&common::keys(&name).lock()), None, "released");
     client.close().await;
 }
 

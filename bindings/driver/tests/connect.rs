@@ -131,10 +131,10 @@ async fn acl_users_and_database_indexes() {
         .await
         .unwrap();
     let k = keys("in-db-5");
-    assert!(!exists(&server.url(), &k.lock), "db 0 must be untouched");
+    assert!(!exists(&server.url(), &k.lock()), "db 0 must be untouched");
     let db5 = format!("redis://127.0.0.1:{}/5", server.port);
     assert_eq!(
-        get(&db5, &k.lock).as_deref(),
+        get(&db5, &k.lock()).as_deref(),
         Some(lease.token().as_bytes())
     );
     lease.release().await.unwrap();
@@ -232,7 +232,7 @@ async fn a_slow_server_hits_the_response_timeout() {
     eventually(
         Duration::from_secs(3),
         "no lock left after the timeout",
-        || !exists(&url, &keys("slow").lock),
+        || !exists(&url, &keys("slow").lock()),
     )
     .await;
 }
@@ -326,7 +326,7 @@ async fn rediss_with_a_self_signed_certificate_and_the_dangerous_option() {
         .unwrap();
     let plain = format!("redis://:tls-pass-34@127.0.0.1:{}/0", server.port);
     assert_eq!(
-        get(&plain, &keys(&name).lock).as_deref(),
+        get(&plain, &keys(&name).lock()).as_deref(),
         Some(lease.token().as_bytes())
     );
     // Waiting works over TLS too (the pub/sub connection is TLS as well).
@@ -340,7 +340,7 @@ async fn rediss_with_a_self_signed_certificate_and_the_dangerous_option() {
         }
     });
     eventually(Duration::from_secs(5), "the waiter subscribed", || {
-        numsub(&plain, &keys(&name).channel) >= 1
+        numsub(&plain, &keys(&name).channel()) >= 1
     })
     .await;
     lease.release().await.unwrap();

@@ -25,7 +25,7 @@ fn fair(ttl: Duration) -> LockOptions {
 fn line(name: &str) -> LineKeys {
     KeySpace::default()
         .keys_for(&LockName::new(name).unwrap(), Kind::FairMutex)
-        .line
+        .line()
         .unwrap()
 }
 
@@ -55,7 +55,7 @@ async fn waiters_of_different_clients_are_served_in_arrival_order() {
                 .await
                 .unwrap();
             assert_eq!(lease.kind(), Kind::FairMutex);
-            assert_eq!(get(&url, &keys(&name).lock), Some(lease.token().into()));
+            assert_eq!(get(&url, &keys(&name).lock()), Some(lease.token().into()));
             order.lock().unwrap().push((who, lease.fence()));
             tokio::time::sleep(ms(20)).await;
             lease.release().await.unwrap();
@@ -75,7 +75,7 @@ async fn waiters_of_different_clients_are_served_in_arrival_order() {
     let who: Vec<_> = order.iter().map(|o| o.0).collect();
     assert_eq!(who, ["first", "second", "third"]);
     assert!(order.windows(2).all(|w| w[0].1 < w[1].1), "fences increase");
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     assert_eq!(zcard(&url, &waiting), 0, "nobody left in line");
 }
 
@@ -175,9 +175,9 @@ async fn a_cancelled_or_timed_out_waiter_leaves_the_line_and_holds_nothing() {
     let out = client.acquire(&name, &fair(secs(10)).wait(ms(150))).await;
     assert!(matches!(out, Err(Error::NotAcquired { .. })), "{out:?}");
     assert_eq!(zcard(&url, &waiting), 0);
-    assert_eq!(get(&url, &keys(&name).lock), Some(held.token().into()));
+    assert_eq!(get(&url, &keys(&name).lock()), Some(held.token().into()));
     held.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
 }
 
 #[tokio::test]
@@ -206,7 +206,7 @@ async fn bad_inputs_are_refused_before_anything_is_sent() {
     assert_eq!(dbsize(&url), 0);
     // A lock key of the wrong type: a Redis error, and nothing written.
     let _: () = redis::cmd("LPUSH")
-        .arg(&*keys("job").lock)
+        .arg(&*keys("job").lock())
         .arg("x")
         .query(&mut conn(&url))
         .unwrap();
@@ -223,7 +223,7 @@ async fn redlock_fair_waiters_follow_in_order() {
     let b = Client::connect(urls.clone()).await.unwrap();
     let held = a.acquire(&name, &fair(secs(10))).await.unwrap();
     for url in &urls {
-        assert_eq!(get(url, &keys(&name).lock), Some(held.token().into()));
+        assert_eq!(get(url, &keys(&name).lock()), Some(held.token().into()));
     }
     let waiting = line(&name).waiting;
     let waiter = tokio::spawn({
@@ -240,7 +240,7 @@ async fn redlock_fair_waiters_follow_in_order() {
     next.release().await.unwrap();
     for url in &urls {
         assert_eq!(zcard(url, &waiting), 0);
-        assert!(!exists(url, &keys(&name).lock));
+        assert!(!exists(url, &keys(&name).lock()));
     }
 }
 
@@ -254,7 +254,7 @@ async fn a_release_wakes_only_the_first_waiter_in_line() {
     let server = Server::start();
     let url = server.url();
     let name = unique("fair-wake");
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     // What the releases publish, as any subscriber hears it.
     let mut listener = conn(&url);
     let (heard_tx, heard) = std::sync::mpsc::channel::<Vec<u8>>();
@@ -352,6 +352,6 @@ async fn a_release_wakes_only_the_first_waiter_in_line() {
             "no token is published"
         );
     }
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     assert_eq!(zcard(&url, &line(&name).waiting), 0);
 }

@@ -82,7 +82,7 @@ async fn fences_are_compared_exactly_above_2_pow_53() {
     // The next fence is 2^53 + 3, which a double would round up to the
     // 2^53 + 4 recorded below, taking it for "the same holder again".
     let _: () = redis::cmd("SET")
-        .arg(&*keys(&name).fence)
+        .arg(&*keys(&name).fence())
         .arg("9007199254740994")
         .query(&mut conn(&url))
         .unwrap();
@@ -192,7 +192,7 @@ async fn cluster_data_in_another_slot_than_the_lock() {
         .unwrap();
     let stuck = Client::connect_with(seeds.clone(), options).await.unwrap();
     let name = unique("fenced-cluster");
-    let lock_slot = fencelock_core::keys::hash_slot(&keys(&name).lock);
+    let lock_slot = fencelock_core::keys::hash_slot(&keys(&name).lock());
     // A data key whose slot differs from the lock's (most do; pick one).
     let key = (0..)
         .map(|i| format!("{name}:data:{i}"))

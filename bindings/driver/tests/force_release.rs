@@ -33,7 +33,7 @@ async fn force_release_fences_off_the_holder_and_wakes_waiters() {
         tokio::spawn(async move { other.acquire(&name, &ttl(30_000)).await })
     };
     // The waiter is waiting (subscribed to the release channel) first.
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while numsub(&url, &channel) == 0 {
         assert!(
@@ -66,9 +66,9 @@ async fn force_release_fences_off_the_holder_and_wakes_waiters() {
     // A free lock: nothing to remove, the fence still moves on.
     let again = admin.force_release(&name).await.unwrap();
     assert!(again > next.fence());
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     assert_eq!(
-        get(&url, &keys(&name).fence),
+        get(&url, &keys(&name).fence()),
         Some(again.to_string().into_bytes())
     );
 
@@ -118,7 +118,7 @@ async fn force_release_redlock_everywhere() {
     let fence = admin.force_release(&name).await.unwrap();
     assert!(fence > zombie.fence());
     for url in &urls {
-        assert!(!exists(url, &keys(&name).lock), "{url}");
+        assert!(!exists(url, &keys(&name).lock()), "{url}");
     }
     let next = admin
         .try_acquire(&name, &ttl(5_000))

@@ -24,11 +24,11 @@ async fn a_granted_lease_dropped_unclaimed_is_released_and_a_claimed_one_is_not(
     let name = unique("granted-dropped");
     let granted = client.acquire(&name, &options).granted().await.unwrap();
     assert!(granted.lease().fence() > 0);
-    assert!(exists(&url, &keys(&name).lock));
+    assert!(exists(&url, &keys(&name).lock()));
     drop(granted);
     // With a 60 s TTL, a lease left to expire would still be there.
     eventually(secs(5), "the unclaimed lease was released", || {
-        !exists(&url, &keys(&name).lock)
+        !exists(&url, &keys(&name).lock())
     })
     .await;
 
@@ -47,7 +47,7 @@ async fn a_granted_lease_dropped_unclaimed_is_released_and_a_claimed_one_is_not(
     // Claimed: dropping leaves the key to expire, as for any lease (the
     // round trip above gave the actor time to act on the drop).
     let held: Option<String> = redis::cmd("GET")
-        .arg(&*keys(&name).lock)
+        .arg(&*keys(&name).lock())
         .query(&mut conn(&url))
         .unwrap();
     assert_eq!(
@@ -85,7 +85,7 @@ async fn on_lost_runs_once_when_the_lease_is_lost_and_at_once_if_it_already_is()
     }
     // Someone deletes the key: the next renewal finds it gone.
     let _: i64 = redis::cmd("DEL")
-        .arg(&*keys(&name).lock)
+        .arg(&*keys(&name).lock())
         .query(&mut conn(&url))
         .unwrap();
     eventually(secs(3), "on_lost ran", || calls.load(Ordering::SeqCst) == 1).await;

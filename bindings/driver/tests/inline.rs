@@ -61,7 +61,7 @@ async fn an_uncontended_acquire_and_its_release_spawn_no_task() {
     let lease = client.acquire(&name, &options).await.unwrap();
     assert_eq!(tasks(), before, "no lease actor for an uncontended acquire");
     assert_eq!(
-        get(&url, &keys(&name).lock),
+        get(&url, &keys(&name).lock()),
         Some(lease.token().as_bytes().to_vec())
     );
     assert!(lease.fence() > 0);
@@ -74,7 +74,7 @@ async fn an_uncontended_acquire_and_its_release_spawn_no_task() {
     assert!(lease.valid_for() > secs(19));
     lease.release().await.unwrap();
     assert_eq!(tasks(), before);
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     assert!(!lease.held().await.unwrap());
     assert_eq!(lease.valid_for(), Duration::ZERO);
     // A second release is a no-op, as for any lease.
@@ -117,11 +117,11 @@ async fn a_dropped_inline_acquire_leaves_nothing_held() {
     let attempt = tokio::time::timeout(ms(30), client.acquire(&name, &options)).await;
     assert!(attempt.is_err());
     client.close().await;
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     // Only the fence keys remain.
     let mut left: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut conn(&url)).unwrap();
     left.sort();
-    let fences = [keys("warm").fence, keys(&name).fence];
+    let fences = [keys("warm").fence(), keys(&name).fence()];
     assert!(
         left.iter().all(|k| fences.iter().any(|f| f == k)),
         "only fences left: {:?}",
@@ -154,11 +154,11 @@ async fn a_local_waiter_behind_an_inline_lease_is_handed_the_lock() {
         "handed over with a newer fence"
     );
     assert_eq!(
-        get(&url, &keys(&name).lock),
+        get(&url, &keys(&name).lock()),
         Some(lease.token().as_bytes().to_vec())
     );
     lease.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
 
     // A waiter behind an inline lease that is kept but runs out: the
     // lease has no timer of its own, yet the waiter gets the lock once its
@@ -197,7 +197,7 @@ async fn extend_and_release_after_loss_are_lock_lost() {
     });
     // Someone deletes the key behind our back.
     let _: i64 = redis::cmd("DEL")
-        .arg(&*keys(&name).lock)
+        .arg(&*keys(&name).lock())
         .query(&mut conn(&url))
         .unwrap();
     assert!(matches!(
@@ -248,11 +248,11 @@ async fn an_auto_renewing_lease_takes_the_actor_path_and_renews() {
     assert!(!lease.lost());
     assert!(lease.held().await.unwrap());
     assert_eq!(
-        get(&url, &keys(&name).lock),
+        get(&url, &keys(&name).lock()),
         Some(lease.token().as_bytes().to_vec())
     );
     lease.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     client.close().await;
 }
 
@@ -279,7 +279,7 @@ async fn a_redlock_acquire_and_its_release_spawn_no_task() {
         tasks() == before
             && urls
                 .iter()
-                .all(|url| get(url, &keys(&name).lock).as_ref() == Some(&token))
+                .all(|url| get(url, &keys(&name).lock()).as_ref() == Some(&token))
     })
     .await;
     assert!(lease.fence() > 0);
@@ -288,7 +288,7 @@ async fn a_redlock_acquire_and_its_release_spawn_no_task() {
     assert!(lease.valid_for() > secs(19));
     lease.release().await.unwrap();
     eventually(secs(5), "released on every node, no task left", || {
-        tasks() == before && urls.iter().all(|url| !exists(url, &keys(&name).lock))
+        tasks() == before && urls.iter().all(|url| !exists(url, &keys(&name).lock()))
     })
     .await;
     fence_goes_on(&client, &name, &options, lease.fence()).await;
@@ -311,7 +311,7 @@ async fn a_redlock_acquire_dropped_mid_round_leaves_nothing_held() {
     // close waits for the compensating releases on every node.
     client.close().await;
     for url in &urls {
-        assert!(!exists(url, &keys(&name).lock), "nothing held on {url}");
+        assert!(!exists(url, &keys(&name).lock()), "nothing held on {url}");
     }
 }
 
@@ -345,6 +345,6 @@ async fn a_redlock_release_dropped_mid_round_frees_the_name() {
     // close waits for any node still finishing the release.
     client.close().await;
     for url in &urls {
-        assert!(!exists(url, &keys(&name).lock), "nothing held on {url}");
+        assert!(!exists(url, &keys(&name).lock()), "nothing held on {url}");
     }
 }

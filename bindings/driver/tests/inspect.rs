@@ -90,7 +90,7 @@ async fn inspect_redlock_majority() {
     // Two of five nodes lose the key: a majority still holds it.
     for url in &urls[..2] {
         let _: () = redis::cmd("DEL")
-            .arg(&*keys(&name).lock)
+            .arg(&*keys(&name).lock())
             .query(&mut conn(url))
             .unwrap();
     }
@@ -99,7 +99,7 @@ async fn inspect_redlock_majority() {
     assert!(lease.held().await.unwrap());
     // A third: no majority.
     let _: () = redis::cmd("DEL")
-        .arg(&*keys(&name).lock)
+        .arg(&*keys(&name).lock())
         .query(&mut conn(&urls[2]))
         .unwrap();
     let info = me.inspect(&name).await.unwrap();

@@ -62,7 +62,7 @@ async fn twenty_thousand_names_used_once_leave_no_key_once_the_grace_has_passed(
         .await;
     assert_eq!(fences.len(), 20_000);
     let sample = format!("{run}:0");
-    let fence_ttl = pttl(&url, &keys(&sample).fence);
+    let fence_ttl = pttl(&url, &keys(&sample).fence());
     assert!(
         fence_ttl == -2 || (0..=1_300).contains(&fence_ttl),
         "fence key ttl {fence_ttl}"
@@ -95,10 +95,10 @@ async fn extend_and_renewal_push_the_fence_key_expiry_too() {
         .acquire(&name, &LockOptions::new(Duration::from_secs(10)))
         .await
         .unwrap();
-    let fence_ttl = pttl(&url, &keys(&name).fence);
+    let fence_ttl = pttl(&url, &keys(&name).fence());
     assert!((10_000..=15_000).contains(&fence_ttl), "{fence_ttl}");
     lease.extend(Some(Duration::from_secs(100))).await.unwrap();
-    let fence_ttl = pttl(&url, &keys(&name).fence);
+    let fence_ttl = pttl(&url, &keys(&name).fence());
     assert!((100_000..=105_000).contains(&fence_ttl), "{fence_ttl}");
     lease.release().await.unwrap();
     client.close().await;
@@ -156,7 +156,7 @@ async fn lost_is_true_once_a_release_or_extend_found_the_lock_gone() {
     for op in ["release", "extend"] {
         let name = unique("lost");
         let lease = client.acquire(&name, &lock).await.unwrap();
-        let lock_key = keys(&name).lock;
+        let lock_key = keys(&name).lock();
         eventually(Duration::from_secs(5), "the lock key expired", || {
             pttl(&url, &lock_key) == -2
         })
@@ -218,7 +218,7 @@ async fn a_refused_release_notification_does_not_fail_the_release() {
     for _ in 0..2 {
         let lease = client.acquire(&name, &lock).await.unwrap();
         lease.release().await.unwrap();
-        assert_eq!(pttl(&server.url(), &keys(&name).lock), -2, "released");
+        assert_eq!(pttl(&server.url(), &keys(&name).lock()), -2, "released");
         assert!(!lease.lost());
     }
     client.close().await;
@@ -282,7 +282,7 @@ async fn a_closed_client_is_its_own_kind_naming_the_lock_and_the_call() {
     );
     assert_eq!(err.lock_name().map(|n| n.as_bytes()), Some(name.as_bytes()));
     assert!(
-        pttl(&url, &keys(&name).lock) > 0,
+        pttl(&url, &keys(&name).lock()) > 0,
         "left to expire, not released"
     );
 }

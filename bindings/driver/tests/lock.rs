@@ -60,7 +60,7 @@ async fn mutual_exclusion_with_32_tasks_and_strictly_increasing_fences() {
         fences.windows(2).all(|w| w[0] < w[1]),
         "fences not strictly increasing: {fences:?}"
     );
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
 }
 
 #[tokio::test]
@@ -87,10 +87,13 @@ async fn expiry_gives_lock_lost_without_disturbing_the_new_holder() {
     ));
     assert!(matches!(old.release().await, Err(Error::LockLost { .. })));
     let k = keys(&name);
-    assert_eq!(get(&url, &k.lock).as_deref(), Some(new.token().as_bytes()));
-    assert!(pttl(&url, &k.lock) > 5_000);
+    assert_eq!(
+        get(&url, &k.lock()).as_deref(),
+        Some(new.token().as_bytes())
+    );
+    assert!(pttl(&url, &k.lock()) > 5_000);
     new.release().await.unwrap();
-    assert!(!exists(&url, &k.lock));
+    assert!(!exists(&url, &k.lock()));
 }
 
 #[tokio::test]
@@ -103,12 +106,12 @@ async fn extend_resets_the_ttl() {
         .await
         .unwrap();
     let k = keys(&name);
-    assert!(pttl(&url, &k.lock) <= 2_000);
+    assert!(pttl(&url, &k.lock()) <= 2_000);
     lease.extend(Some(secs(30))).await.unwrap();
-    assert!(pttl(&url, &k.lock) > 20_000);
+    assert!(pttl(&url, &k.lock()) > 20_000);
     assert!(lease.valid_for() > secs(20));
     lease.extend(None).await.unwrap();
-    let left = pttl(&url, &k.lock);
+    let left = pttl(&url, &k.lock());
     assert!(left > 1_000 && left <= 2_000, "{left}");
     assert!(lease.valid_for() <= secs(2));
     assert!(matches!(
@@ -129,7 +132,7 @@ async fn second_release_is_a_no_op() {
         .unwrap();
     lease.release().await.unwrap();
     lease.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     let late = lease.extend(None).await;
     assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
     assert_eq!(lease.valid_for(), Duration::ZERO);
@@ -141,7 +144,7 @@ async fn second_release_is_a_no_op() {
         .unwrap();
     lease.release().await.unwrap();
     assert_eq!(
-        get(&url, &keys(&name).lock).as_deref(),
+        get(&url, &keys(&name).lock()).as_deref(),
         Some(other.token().as_bytes())
     );
     other.release().await.unwrap();
@@ -220,7 +223,7 @@ async fn wait_zero_bounded_and_unbounded() {
         let (b, name) = (b.clone(), name.clone());
         async move { b.acquire(&name, &LockOptions::new(secs(10))).await }
     });
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     eventually(secs(5), "the waiter subscribed", || {
         numsub(&url, &channel) >= 1
     })
@@ -232,7 +235,7 @@ async fn wait_zero_bounded_and_unbounded() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        get(&url, &keys(&name).lock).as_deref(),
+        get(&url, &keys(&name).lock()).as_deref(),
         Some(lease.token().as_bytes())
     );
     lease.release().await.unwrap();
@@ -244,7 +247,7 @@ async fn a_release_hands_over_to_a_waiter_within_milliseconds() {
     let name = unique("handoff");
     let a = Client::connect(url.as_str()).await.unwrap();
     let b = Client::connect(url.as_str()).await.unwrap();
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     for round in 0..5 {
         let held = a.acquire(&name, &LockOptions::new(secs(30))).await.unwrap();
         let waiter = tokio::spawn({
@@ -310,12 +313,12 @@ async fn auto_renew_keeps_the_lease_past_several_ttls() {
         assert!(!lease.lost());
         assert!(lease.valid_for() > Duration::ZERO);
         assert_eq!(
-            get(&url, &k.lock).as_deref(),
+            get(&url, &k.lock()).as_deref(),
             Some(lease.token().as_bytes())
         );
     }
     lease.release().await.unwrap();
-    assert!(!exists(&url, &k.lock));
+    assert!(!exists(&url, &k.lock()));
 }
 
 #[tokio::test]
@@ -328,7 +331,7 @@ async fn lost_signal_fires_when_the_key_is_deleted_under_an_auto_renewing_lease(
         .await
         .unwrap();
     let _: i64 = redis::cmd("DEL")
-        .arg(&*keys(&name).lock)
+        .arg(&*keys(&name).lock())
         .query(&mut conn(&url))
         .unwrap();
     tokio::time::timeout(secs(2), lease.lost_signal())
@@ -370,7 +373,7 @@ async fn cancelling_a_waiting_acquire_leaves_nothing_held() {
         let (b, name) = (b.clone(), name.clone());
         async move { b.acquire(&name, &LockOptions::new(secs(30))).await }
     });
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     eventually(secs(5), "the waiter subscribed", || {
         numsub(&url, &channel) >= 1
     })
@@ -428,7 +431,7 @@ async fn cancelling_an_acquire_in_flight_leaves_nothing_held() {
     assert!(cancelled > 10, "only {cancelled} acquires were cancelled");
     // Every compensating release completes; with a 60 s TTL a leaked lock
     // would still be there.
-    eventually(secs(5), "no lock left behind", || !exists(&url, &k.lock)).await;
+    eventually(secs(5), "no lock left behind", || !exists(&url, &k.lock())).await;
     let lease = client
         .acquire(&name, &LockOptions::new(secs(5)).wait(secs(5)))
         .await
@@ -466,7 +469,7 @@ async fn script_flush_mid_run_is_transparent() {
         .unwrap();
     assert!(again.fence() > lease.fence());
     again.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
 }
 
 #[tokio::test]
@@ -475,7 +478,7 @@ async fn a_lock_key_of_the_wrong_type_is_a_redis_error_and_writes_nothing() {
     let name = unique("wrongtype");
     let k = keys(&name);
     let _: i64 = redis::cmd("HSET")
-        .arg(&*k.lock)
+        .arg(&*k.lock())
         .arg("f")
         .arg("v")
         .query(&mut conn(&url))
@@ -495,13 +498,16 @@ async fn a_lock_key_of_the_wrong_type_is_a_redis_error_and_writes_nothing() {
         assert!(t.elapsed() < secs(3));
     }
     let kind: String = redis::cmd("TYPE")
-        .arg(&*k.lock)
+        .arg(&*k.lock())
         .query(&mut conn(&url))
         .unwrap();
     assert_eq!(kind, "hash");
-    assert!(!exists(&url, &k.fence), "the fencing counter must not move");
+    assert!(
+        !exists(&url, &k.fence()),
+        "the fencing counter must not move"
+    );
     let _: i64 = redis::cmd("DEL")
-        .arg(&*k.lock)
+        .arg(&*k.lock())
         .query(&mut conn(&url))
         .unwrap();
 }
@@ -583,11 +589,11 @@ async fn odd_names_work() {
         assert_eq!(lease.name(), name.as_slice());
         let k = keys(name);
         assert_eq!(
-            get(&url, &k.lock).as_deref(),
+            get(&url, &k.lock()).as_deref(),
             Some(lease.token().as_bytes())
         );
         if !name.contains(&b'{') && !name.contains(&b'}') {
-            assert!(k.lock.windows(name.len()).any(|w| w == name.as_slice()));
+            assert!(k.lock().windows(name.len()).any(|w| w == name.as_slice()));
         }
         // Each name is its own lock.
         assert!(client
@@ -596,7 +602,7 @@ async fn odd_names_work() {
             .unwrap()
             .is_none());
         lease.release().await.unwrap();
-        assert!(!exists(&url, &k.lock));
+        assert!(!exists(&url, &k.lock()));
     }
 }
 
@@ -690,9 +696,9 @@ async fn a_dropped_lease_stops_renewing_and_expires() {
         .unwrap();
     let k = keys(&name);
     drop(lease);
-    assert!(exists(&url, &k.lock), "dropping does not release");
+    assert!(exists(&url, &k.lock()), "dropping does not release");
     eventually(secs(5), "the dropped lease's key expired", || {
-        !exists(&url, &k.lock)
+        !exists(&url, &k.lock())
     })
     .await;
     let next = client
@@ -718,7 +724,7 @@ async fn a_closed_client_refuses_new_work() {
         let (client, name) = (client.clone(), name.clone());
         async move { client.acquire(&name, &LockOptions::new(secs(30))).await }
     });
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     eventually(secs(5), "the waiter subscribed", || {
         numsub(&url, &channel) >= 1
     })
@@ -804,12 +810,12 @@ async fn a_lock_won_after_its_acquire_future_was_dropped_is_released() {
         rounds += 1;
         // Let the lease task win and hand the lease over (into the channel
         // the dropped future would have read it from).
-        eventually(secs(5), "the lock was won", || exists(&url, &k.lock)).await;
+        eventually(secs(5), "the lock was won", || exists(&url, &k.lock())).await;
         tokio::time::sleep(ms(5)).await;
         drop(acquire);
         // With a 60 s TTL, a lease left to expire would still be there.
         eventually(secs(5), "the unclaimed lease was released", || {
-            !exists(&url, &k.lock)
+            !exists(&url, &k.lock())
         })
         .await;
     }

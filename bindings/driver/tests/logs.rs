@@ -48,7 +48,7 @@ async fn no_token_or_password_in_any_log_event() {
     for s in &servers[1..] {
         let url = format!("redis://:log-pass-77@127.0.0.1:{}/0", s.port);
         let _: i64 = redis::cmd("DEL")
-            .arg(&*keys(&name).lock)
+            .arg(&*keys(&name).lock())
             .query(&mut conn(&url))
             .unwrap();
     }
@@ -62,7 +62,7 @@ async fn no_token_or_password_in_any_log_event() {
     let single = Client::connect(url.as_str()).await.unwrap();
     let bad = unique("logs-wrongtype");
     let _: i64 = redis::cmd("HSET")
-        .arg(&*keys(&bad).lock)
+        .arg(&*keys(&bad).lock())
         .arg("f")
         .arg("v")
         .query(&mut conn(&url))

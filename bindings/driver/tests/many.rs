@@ -49,20 +49,20 @@ async fn every_name_is_taken_in_one_round_trip_and_released_together() {
     assert_eq!(group.leases().len(), 3);
     for (lease, name) in group.leases().iter().zip(&names) {
         assert_eq!(lease.name(), name.as_bytes(), "in the caller's order");
-        assert_eq!(get(&url, &keys(name).lock), Some(lease.token().into()));
+        assert_eq!(get(&url, &keys(name).lock()), Some(lease.token().into()));
         assert!(lease.fence() > 0);
-        let fence = get(&url, &keys(name).fence).unwrap();
+        let fence = get(&url, &keys(name).fence()).unwrap();
         assert_eq!(fence, lease.fence().to_string().into_bytes());
-        let ttl = pttl(&url, &keys(name).lock);
+        let ttl = pttl(&url, &keys(name).lock());
         assert!(ttl > 9_000 && ttl <= 10_000, "{ttl}");
     }
     // Each name is an ordinary lease: an extend of one touches that one.
     group.leases()[1].extend(Some(secs(20))).await.unwrap();
-    assert!(pttl(&url, &keys(&names[1]).lock) > 19_000);
+    assert!(pttl(&url, &keys(&names[1]).lock()) > 19_000);
     assert!(client.inspect(&names[0]).await.unwrap().held_by_me);
     group.release().await.unwrap();
     for name in &names {
-        assert!(!exists(&url, &keys(name).lock));
+        assert!(!exists(&url, &keys(name).lock()));
     }
     // Released already: Ok again.
     group.release().await.unwrap();
@@ -85,9 +85,12 @@ async fn one_held_name_takes_nothing_and_leaves_nothing() {
         .await
         .unwrap();
     assert!(tried.is_none());
-    assert!(!exists(&url, &keys(&names[0]).lock));
-    assert!(!exists(&url, &keys(&names[2]).lock));
-    assert_eq!(get(&url, &keys(&names[1]).lock), Some(held.token().into()));
+    assert!(!exists(&url, &keys(&names[0]).lock()));
+    assert!(!exists(&url, &keys(&names[2]).lock()));
+    assert_eq!(
+        get(&url, &keys(&names[1]).lock()),
+        Some(held.token().into())
+    );
     // A bounded wait runs out with NotAcquired naming the held lock.
     let waited = client
         .acquire_many(
@@ -99,8 +102,8 @@ async fn one_held_name_takes_nothing_and_leaves_nothing() {
         Err(Error::NotAcquired { name, .. }) => assert_eq!(name.as_bytes(), names[1].as_bytes()),
         other => panic!("{other:?}"),
     }
-    assert!(!exists(&url, &keys(&names[0]).lock));
-    assert!(!exists(&url, &keys(&names[2]).lock));
+    assert!(!exists(&url, &keys(&names[0]).lock()));
+    assert!(!exists(&url, &keys(&names[2]).lock()));
     held.release().await.unwrap();
 }
 
@@ -119,17 +122,17 @@ async fn a_waiting_group_is_woken_by_the_release() {
     };
     // It listens for the held name's release.
     eventually(secs(5), "the group listens", || {
-        numsub(&url, &keys(&names[0]).channel) >= 1
+        numsub(&url, &keys(&names[0]).channel()) >= 1
     })
     .await;
-    assert!(!exists(&url, &keys(&names[1]).lock));
+    assert!(!exists(&url, &keys(&names[1]).lock()));
     let released = std::time::Instant::now();
     held.release().await.unwrap();
     let group = waiting.await.unwrap().unwrap();
     // Woken, not its 1 s retry timer (the holder's ttl is 30 s).
     assert!(released.elapsed() < Duration::from_millis(900));
     for (lease, name) in group.leases().iter().zip(&names) {
-        assert_eq!(get(&url, &keys(name).lock), Some(lease.token().into()));
+        assert_eq!(get(&url, &keys(name).lock()), Some(lease.token().into()));
     }
     assert!(group.leases()[0].fence() > held.fence());
     group.release().await.unwrap();
@@ -157,7 +160,7 @@ async fn a_cancelled_acquire_leaves_nothing() {
         .await
         .unwrap();
     for (lease, name) in group.leases().iter().zip(&names) {
-        assert_eq!(get(&url, &keys(name).lock), Some(lease.token().into()));
+        assert_eq!(get(&url, &keys(name).lock()), Some(lease.token().into()));
     }
     group.release().await.unwrap();
 
@@ -172,7 +175,7 @@ async fn a_cancelled_acquire_leaves_nothing() {
             done.unwrap().release().await.unwrap();
         }
         eventually(secs(5), "nothing left after the cancel", || {
-            names.iter().all(|n| !exists(&url, &keys(n).lock))
+            names.iter().all(|n| !exists(&url, &keys(n).lock()))
         })
         .await;
     }
@@ -192,13 +195,13 @@ async fn releasing_a_group_with_a_lost_lease_releases_the_rest_and_says_lost() {
         .await
         .unwrap();
     let _: () = redis::cmd("DEL")
-        .arg(&*keys(&names[1]).lock)
+        .arg(&*keys(&names[1]).lock())
         .query(&mut conn(&url))
         .unwrap();
     assert!(matches!(group.release().await, Err(Error::LockLost { .. })));
     assert!(group.lost());
     for name in &names {
-        assert!(!exists(&url, &keys(name).lock));
+        assert!(!exists(&url, &keys(name).lock()));
     }
 }
 
@@ -245,7 +248,7 @@ async fn redlock_and_replicas_are_refused() {
         "{refused:?}"
     );
     for url in &urls {
-        assert!(!exists(url, &keys(&names[0]).lock));
+        assert!(!exists(url, &keys(&names[0]).lock()));
     }
     let single = Client::connect_with(
         urls[0].as_str(),
@@ -305,7 +308,7 @@ fn shard_listeners(channel: &[u8]) -> i64 {
 /// Two distinct names whose keys share a slot: names go into the hash tag
 /// whole, so only a search finds them.
 fn sharing_a_slot(base: &str) -> (String, String) {
-    let slot = |n: &str| hash_slot(&keys(n).lock);
+    let slot = |n: &str| hash_slot(&keys(n).lock());
     let mut seen = std::collections::HashMap::new();
     for i in 0.. {
         let name = format!("{base}:{i}");
@@ -332,7 +335,7 @@ async fn a_cluster_takes_names_on_several_slots_and_names_sharing_one() {
     all.push(s1.clone());
     all.push(s2.clone());
     let slots: std::collections::HashSet<u16> =
-        all.iter().map(|n| hash_slot(&keys(n).lock)).collect();
+        all.iter().map(|n| hash_slot(&keys(n).lock())).collect();
     assert!(slots.len() >= 3, "several slots");
     // Held for longer than the waiting group may wait: only the release
     // message can wake it in time.
@@ -343,7 +346,7 @@ async fn a_cluster_takes_names_on_several_slots_and_names_sharing_one() {
     let mut reader = cluster_reader();
     for (lease, name) in group.leases().iter().zip(&all) {
         assert_eq!(
-            cluster_get(&mut reader, &keys(name).lock),
+            cluster_get(&mut reader, &keys(name).lock()),
             Some(lease.token().into())
         );
     }
@@ -356,7 +359,7 @@ async fn a_cluster_takes_names_on_several_slots_and_names_sharing_one() {
         .await
         .unwrap();
     assert!(tried.is_none());
-    assert_eq!(cluster_get(&mut reader, &keys(&extra).lock), None);
+    assert_eq!(cluster_get(&mut reader, &keys(&extra).lock()), None);
     // Its waiting group is woken (sharded pub/sub) when ours is released.
     let waiting = {
         let other = other.clone();
@@ -367,18 +370,18 @@ async fn a_cluster_takes_names_on_several_slots_and_names_sharing_one() {
         })
     };
     eventually(secs(30), "the waiting group subscribed", || {
-        shard_listeners(&keys(&s2).channel) >= 1
+        shard_listeners(&keys(&s2).channel()) >= 1
     })
     .await;
     group.release().await.unwrap();
     let theirs = waiting.await.unwrap().unwrap();
     assert_eq!(
-        cluster_get(&mut reader, &keys(&s2).lock),
+        cluster_get(&mut reader, &keys(&s2).lock()),
         Some(theirs.leases()[1].token().into())
     );
     theirs.release().await.unwrap();
     for name in all.iter().chain([&extra]) {
-        assert_eq!(cluster_get(&mut reader, &keys(name).lock), None);
+        assert_eq!(cluster_get(&mut reader, &keys(name).lock()), None);
     }
 }
 
@@ -410,6 +413,6 @@ async fn overlapping_groups_in_opposite_orders_all_finish() {
         tokio::time::timeout(secs(60), task).await.unwrap().unwrap();
     }
     for name in &names {
-        assert!(!exists(&url, &keys(name).lock));
+        assert!(!exists(&url, &keys(name).lock()));
     }
 }

@@ -54,7 +54,7 @@ async fn one_pubsub_connection_serves_every_waiter() {
         }
     }
     eventually(secs(5), "every name has its subscriber", || {
-        names.iter().all(|n| numsub(&url, &keys(n).channel) == 1)
+        names.iter().all(|n| numsub(&url, &keys(n).channel()) == 1)
     })
     .await;
     assert_eq!(
@@ -72,7 +72,7 @@ async fn one_pubsub_connection_serves_every_waiter() {
             .unwrap();
     }
     eventually(secs(5), "every subscription is gone", || {
-        names.iter().all(|n| numsub(&url, &keys(n).channel) == 0)
+        names.iter().all(|n| numsub(&url, &keys(n).channel()) == 0)
     })
     .await;
 }
@@ -119,7 +119,7 @@ async fn a_killed_pubsub_connection_does_not_strand_waiters() {
     let holder = Client::connect(url.as_str()).await.unwrap();
     let waiting = Client::connect(url.as_str()).await.unwrap();
     let name = unique("pubsubkill");
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     let held = holder
         .acquire(&name, &LockOptions::new(secs(30)))
         .await
@@ -185,7 +185,7 @@ async fn a_release_published_while_the_pubsub_connection_was_down_still_wakes_th
         }
     });
     eventually(secs(5), "the waiter subscribed", || {
-        numsub(&url, &k.channel) == 1
+        numsub(&url, &k.channel()) == 1
     })
     .await;
     // In one transaction: kill the waiter's pub/sub connection, free the
@@ -195,9 +195,9 @@ async fn a_release_published_while_the_pubsub_connection_was_down_still_wakes_th
         .cmd("CLIENT")
         .arg(&["KILL", "TYPE", "pubsub"])
         .cmd("DEL")
-        .arg(&*k.lock)
+        .arg(&*k.lock())
         .cmd("PUBLISH")
-        .arg(&*k.channel)
+        .arg(&*k.channel())
         .arg("1")
         .query(&mut conn(&url))
         .unwrap();

@@ -59,7 +59,7 @@ async fn the_first_call_after_a_restart_succeeds() {
             t.elapsed()
         );
         assert_eq!(
-            get(&url, &keys(&name).lock).as_deref(),
+            get(&url, &keys(&name).lock()).as_deref(),
             Some(lease.token().as_bytes())
         );
         lease.release().await.unwrap();
@@ -131,7 +131,7 @@ async fn a_blocking_acquire_succeeds_once_the_server_is_back() {
         back.elapsed()
     );
     assert_eq!(
-        get(&url, &keys(&name).lock).as_deref(),
+        get(&url, &keys(&name).lock()).as_deref(),
         Some(lease.token().as_bytes())
     );
     lease.release().await.unwrap();

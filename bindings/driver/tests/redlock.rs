@@ -17,7 +17,7 @@ fn fast() -> ClientOptions {
 
 fn holders(urls: &[String], name: &str, token: &str) -> usize {
     urls.iter()
-        .filter(|u| get(u, &keys(name).lock).as_deref() == Some(token.as_bytes()))
+        .filter(|u| get(u, &keys(name).lock()).as_deref() == Some(token.as_bytes()))
         .count()
 }
 
@@ -42,7 +42,7 @@ async fn redlock_acquires_on_every_node_and_releases_everywhere() {
         .await;
         assert!(lease.valid_for() > Duration::from_secs(9));
         lease.extend(Some(Duration::from_secs(20))).await.unwrap();
-        assert!(urls.iter().all(|u| pttl(u, &keys(&name).lock) > 15_000));
+        assert!(urls.iter().all(|u| pttl(u, &keys(&name).lock()) > 15_000));
         lease.release().await.unwrap();
         eventually(Duration::from_secs(5), "released on every node", || {
             holders(&urls, &name, lease.token()) == 0
@@ -71,7 +71,7 @@ async fn redlock_acquires_on_every_node_and_releases_everywhere() {
                 .await
         }
     });
-    let channel = keys(&name).channel;
+    let channel = keys(&name).channel();
     eventually(
         Duration::from_secs(5),
         "the waiter subscribed on every node",
@@ -102,7 +102,7 @@ async fn redlock_fences_stay_increasing_when_node_counters_diverge() {
     first.release().await.unwrap();
     // One node's counter jumps ahead (say it alone granted other leases).
     let _: () = redis::cmd("SET")
-        .arg(&*keys(&name).fence)
+        .arg(&*keys(&name).fence())
         .arg(first.fence() + 100)
         .query(&mut conn(&urls[0]))
         .unwrap();
@@ -120,7 +120,7 @@ async fn redlock_fences_stay_increasing_when_node_counters_diverge() {
     let at_least: usize = urls
         .iter()
         .filter(|u| {
-            get(u, &keys(&name).fence)
+            get(u, &keys(&name).fence())
                 .and_then(|v| String::from_utf8(v).ok())
                 .and_then(|v| v.parse::<u64>().ok())
                 .is_some_and(|v| v >= second.fence())
@@ -183,7 +183,7 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
         "{result:?}"
     );
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock)));
+    assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock())));
     let t = Instant::now();
     let bounded = client
         .acquire(
@@ -197,7 +197,7 @@ async fn redlock_survives_two_of_five_nodes_down_but_not_three() {
     );
     // At once or when the wait runs out, never later.
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
-    assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock)));
+    assert!(urls[3..].iter().all(|u| !exists(u, &keys(&name).lock())));
 
     // Connecting with only two of five reachable is refused.
     let refused = Client::connect_with(urls.clone(), fast()).await;
@@ -228,7 +228,7 @@ async fn acquire_beside_the_stalled_node(client: &Client, urls: &[String], name:
         .unwrap();
     assert_eq!(holders(&urls[..2], name, lease.token()), 2);
     assert!(
-        !exists(&urls[2], &keys(name).lock),
+        !exists(&urls[2], &keys(name).lock()),
         "the stalled node ran nothing"
     );
     lease
@@ -252,7 +252,7 @@ async fn a_stalled_minority_node_is_left_to_the_majority() {
     eventually(
         Duration::from_secs(5),
         "nothing held on the node that stalled",
-        || !exists(&urls[2], &keys(&name).lock),
+        || !exists(&urls[2], &keys(&name).lock()),
     )
     .await;
 }
@@ -273,7 +273,7 @@ async fn a_redlock_acquire_and_release_do_not_wait_for_a_stalled_node() {
     let ahead: u64 = 9_000_000_000_000_000;
     for url in &urls[..2] {
         let _: () = redis::cmd("SET")
-            .arg(&keys(&name).fence[..])
+            .arg(&keys(&name).fence()[..])
             .arg(ahead)
             .query(&mut conn(url))
             .unwrap();
@@ -285,7 +285,7 @@ async fn a_redlock_acquire_and_release_do_not_wait_for_a_stalled_node() {
     unpause(&urls[2]);
     // close waits for the stalled node's acquire, then its release.
     client.close().await;
-    assert!(!exists(&urls[2], &keys(&name).lock));
+    assert!(!exists(&urls[2], &keys(&name).lock()));
 }
 
 #[tokio::test]

@@ -23,7 +23,7 @@ fn secs(s: u64) -> Duration {
 
 /// The scripts run on `name`'s lock key, by name, in order (MONITOR).
 fn scripts_on(seen: &[Seen], name: &str) -> Vec<(&'static str, Vec<Vec<u8>>)> {
-    let lock = keys(name).lock.to_vec();
+    let lock = keys(name).lock().to_vec();
     seen.iter()
         .filter(|s| {
             s.client != "lua"
@@ -73,17 +73,17 @@ async fn a_release_hands_the_lock_to_a_local_waiter_in_one_round_trip() {
     assert_eq!(args[2], b"5000", "the waiter's ttl");
     assert!(lease.fence() > holder.fence());
     assert_eq!(
-        get(&url, &keys(&name).lock),
+        get(&url, &keys(&name).lock()),
         Some(lease.token().as_bytes().to_vec())
     );
-    assert!(pttl(&url, &keys(&name).lock) <= 5000);
+    assert!(pttl(&url, &keys(&name).lock()) <= 5000);
     assert_eq!(
-        get(&url, &keys(&name).fence),
+        get(&url, &keys(&name).fence()),
         Some(lease.fence().to_string().into_bytes())
     );
     assert!(lease.valid_for() > Duration::ZERO && lease.valid_for() <= secs(5));
     lease.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     client.close().await;
 }
 
@@ -103,7 +103,7 @@ async fn a_chain_of_local_waiters_is_handed_the_lock_in_call_order_with_rising_f
         fence = lease.fence();
         lease.release().await.unwrap();
     }
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     client.close().await;
 }
 
@@ -140,7 +140,7 @@ async fn a_waiter_cancelled_while_the_handoff_is_in_flight_leaves_nothing_held()
         .unwrap();
     release.await.unwrap().unwrap();
     eventually(secs(10), "the waiter gave the lock back", || {
-        !exists(&url, &keys(&name).lock)
+        !exists(&url, &keys(&name).lock())
     })
     .await;
     monitor.sync();
@@ -187,13 +187,13 @@ async fn redlock_hands_the_lock_over_on_every_node() {
         assert_eq!(scripts[0], "handoff", "{url}: {scripts:?}");
         assert!(!scripts.contains(&"acquire"), "{url}: {scripts:?}");
         assert_eq!(
-            get(url, &keys(&name).lock),
+            get(url, &keys(&name).lock()),
             Some(lease.token().as_bytes().to_vec())
         );
     }
     lease.release().await.unwrap();
     for url in &urls {
-        assert!(!exists(url, &keys(&name).lock));
+        assert!(!exists(url, &keys(&name).lock()));
     }
     client.close().await;
 }

@@ -75,19 +75,19 @@ async fn max_hold_stops_renewal_and_the_lease_is_lost_at_its_validity_end() {
     assert!(lost >= max_hold, "lost after {lost:?}");
     assert!(lost <= max_hold + ttl + secs(3), "lost after {lost:?}");
     eventually(secs(3), "the key expired in Redis", || {
-        !exists(&url, &k.lock)
+        !exists(&url, &k.lock())
     })
     .await;
     // Renewals came every ttl/3 until max_hold, never more often.
-    let renewals = pexpires(&monitor, &k.lock, 0);
+    let renewals = pexpires(&monitor, &k.lock(), 0);
     assert!((1..=6).contains(&renewals), "{renewals} renewals");
     // None is decided after max_hold (counted from the acquire's send,
     // which is before `acquired`); 300 ms for one still on its way.
     tokio::time::sleep_until((acquired + max_hold + ms(300)).into()).await;
     let checkpoint = monitor.sync();
     assert!(matches!(lease.release().await, Err(Error::LockLost { .. })));
-    assert_eq!(pexpires(&monitor, &k.lock, checkpoint), 0);
-    assert_eq!(pexpires(&monitor, &k.lock, 0), renewals);
+    assert_eq!(pexpires(&monitor, &k.lock(), checkpoint), 0);
+    assert_eq!(pexpires(&monitor, &k.lock(), 0), renewals);
     client.close().await;
 }
 
@@ -112,11 +112,15 @@ async fn stop_renewing_lets_the_lease_run_out_and_is_idempotent() {
     let lost = wait_lost(&lease, started).await;
     assert!(lost <= secs(1) + secs(3), "lost after {lost:?}");
     eventually(secs(3), "the key expired in Redis", || {
-        !exists(&url, &k.lock)
+        !exists(&url, &k.lock())
     })
     .await;
     monitor.sync();
-    assert_eq!(pexpires(&monitor, &k.lock, 0), 0, "renewed after the stop");
+    assert_eq!(
+        pexpires(&monitor, &k.lock(), 0),
+        0,
+        "renewed after the stop"
+    );
     assert!(matches!(lease.release().await, Err(Error::LockLost { .. })));
     lease.stop_renewing(); // still a no-op once lost
     client.close().await;
@@ -143,12 +147,12 @@ async fn an_explicit_extend_after_stop_renewing_extends_once() {
     assert!(lost >= secs(1), "lost after {lost:?}");
     assert!(lost <= secs(2) + secs(3), "lost after {lost:?}");
     eventually(secs(3), "the key expired in Redis", || {
-        !exists(&url, &k.lock)
+        !exists(&url, &k.lock())
     })
     .await;
     monitor.sync();
     assert_eq!(
-        pexpires(&monitor, &k.lock, 0),
+        pexpires(&monitor, &k.lock(), 0),
         1,
         "only the caller's extend"
     );
@@ -169,7 +173,7 @@ async fn renewal_controls_change_nothing_for_a_lease_that_does_not_renew() {
     assert!(!lease.lost());
     assert!(lease.valid_for() > secs(4));
     lease.release().await.unwrap();
-    assert!(!exists(&url, &keys(&name).lock));
+    assert!(!exists(&url, &keys(&name).lock()));
     client.close().await;
 }
 

@@ -43,7 +43,7 @@ async fn fence_after_a_restart_without_persistence_is_above_every_earlier_fence(
     client.close().await;
 
     server.restart();
-    assert_eq!(get(&url, &keys(&name).fence), None, "the counter is gone");
+    assert_eq!(get(&url, &keys(&name).fence()), None, "the counter is gone");
     let client = Client::connect_with(url.as_str(), fast()).await.unwrap();
     let lease = client.acquire(&name, &options).await.unwrap();
     assert!(
@@ -146,7 +146,7 @@ async fn a_rolling_restart_of_all_3_nodes_keeps_an_auto_renewed_lease() {
         .wait(Duration::ZERO)
         .auto_renew(true);
     let lease = client.acquire(&name, &options).await.unwrap();
-    let lock_key = keys(&name).lock;
+    let lock_key = keys(&name).lock();
     for (n, server) in servers.iter_mut().enumerate() {
         server.stop();
         // Down for longer than the TTL: the outage the renewals must ride out.

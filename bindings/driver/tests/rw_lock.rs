@@ -69,8 +69,8 @@ async fn readers_share_writers_exclude_and_fences_increase() {
     }
     assert!(most_readers.load(Ordering::SeqCst) >= 2, "readers shared");
     let k = rw_keys(&name, Kind::Write);
-    assert!(!exists(&url, &k.lock) && !exists(&url, k.other.as_ref().unwrap()));
-    assert_eq!(zcard(&url, &k.line.unwrap().waiting), 0);
+    assert!(!exists(&url, &k.lock()) && !exists(&url, k.other().as_ref().unwrap()));
+    assert_eq!(zcard(&url, &k.line().unwrap().waiting), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +89,7 @@ async fn a_waiting_writer_holds_new_readers_off() {
         let rw = rw.clone();
         async move { rw.write(&LockOptions::new(secs(10)).wait(secs(30))).await }
     });
-    let waiting = rw_keys(&name, Kind::Write).line.unwrap().waiting;
+    let waiting = rw_keys(&name, Kind::Write).line().unwrap().waiting;
     eventually(secs(5), "the writer waits", || zcard(&url, &waiting) == 1).await;
     assert!(
         rw.try_read(&options).await.unwrap().is_none(),
@@ -116,8 +116,8 @@ async fn a_writer_that_gives_up_lets_the_readers_in() {
     let out = rw.write(&LockOptions::new(secs(10)).wait(ms(150))).await;
     assert!(matches!(out, Err(Error::NotAcquired { .. })), "{out:?}");
     let k = rw_keys(&name, Kind::Write);
-    assert_eq!(zcard(&url, &k.line.clone().unwrap().waiting), 0);
-    assert!(!exists(&url, &k.lock), "no writer left");
+    assert_eq!(zcard(&url, &k.line().clone().unwrap().waiting), 0);
+    assert!(!exists(&url, &k.lock()), "no writer left");
     let again = rw.try_read(&LockOptions::new(secs(10))).await.unwrap();
     assert!(again.is_some(), "no writer waits any more");
     reader.release().await.unwrap();

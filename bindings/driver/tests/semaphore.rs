@@ -79,8 +79,8 @@ async fn never_more_holders_than_permits_and_fences_increase() {
     assert_eq!(fences.len(), 36, "one node issues every fence once");
     assert!(most.load(Ordering::SeqCst) >= 2, "permits were shared");
     let k = sem_keys(&name);
-    assert!(!exists(&url, &k.lock), "no holder left");
-    assert_eq!(zcard(&url, &k.line.unwrap().waiting), 0, "nobody in line");
+    assert!(!exists(&url, &k.lock()), "no holder left");
+    assert_eq!(zcard(&url, &k.line().unwrap().waiting), 0, "nobody in line");
 }
 
 #[tokio::test]
@@ -99,23 +99,23 @@ async fn permits_are_zset_members_that_expire_and_one_client_holds_several() {
     assert!(b.fence() > a.fence());
     assert_eq!(a.kind(), Kind::Semaphore(Permits::new(2).unwrap()));
     let k = sem_keys(&name);
-    let mut members = zrange(&url, &k.lock);
+    let mut members = zrange(&url, &k.lock());
     members.sort();
     let mut tokens = vec![a.token().to_owned(), b.token().to_owned()];
     tokens.sort();
     assert_eq!(members, tokens);
-    let left = pttl(&url, &k.lock);
+    let left = pttl(&url, &k.lock());
     assert!(
         left > 0 && left <= 5_000,
         "the set expires with its last permit: {left}"
     );
     assert_eq!(
-        get(&url, &k.fence),
+        get(&url, &k.fence()),
         Some(b.fence().to_string().into_bytes())
     );
     // Full: a try-once finds no permit and leaves no place in line.
     assert!(sem.try_acquire(&options).await.unwrap().is_none());
-    assert_eq!(zcard(&url, &k.line.clone().unwrap().waiting), 0);
+    assert_eq!(zcard(&url, &k.line().clone().unwrap().waiting), 0);
     assert!(a.held().await.unwrap());
     let info = sem.inspect().await.unwrap();
     assert!(info.held && info.held_by_me && info.fence == Some(b.fence()));
@@ -130,7 +130,7 @@ async fn permits_are_zset_members_that_expire_and_one_client_holds_several() {
     assert!(c.fence() > b.fence());
     b.release().await.unwrap();
     c.release().await.unwrap();
-    assert!(!exists(&url, &k.lock));
+    assert!(!exists(&url, &k.lock()));
     let info = sem.inspect().await.unwrap();
     assert!(!info.held && !info.held_by_me);
 }
@@ -149,7 +149,7 @@ async fn waiters_of_different_clients_are_served_in_arrival_order() {
         .await
         .unwrap();
     let k = sem_keys(&name);
-    let waiting = k.line.clone().unwrap().waiting;
+    let waiting = k.line().clone().unwrap().waiting;
     let order = Arc::new(Mutex::new(Vec::new()));
     let spawn = |client: Client, who: &'static str| {
         let (name, order) = (name.clone(), order.clone());
@@ -183,7 +183,7 @@ async fn a_crashed_waiter_blocks_the_line_only_until_its_place_expires() {
     let (url, _server) = redis_url();
     let name = unique("sem-crash");
     let k = sem_keys(&name);
-    let line = k.line.clone().unwrap();
+    let line = k.line().clone().unwrap();
     let mut c = conn(&url);
     let (now_s, now_us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
     let now_ms = now_s * 1000 + now_us / 1000;
@@ -232,7 +232,7 @@ async fn a_cancelled_or_timed_out_waiter_leaves_the_line_and_holds_nothing() {
     let sem = client.semaphore(&name, 1).unwrap();
     let held = sem.acquire(&LockOptions::new(secs(10))).await.unwrap();
     let k = sem_keys(&name);
-    let waiting = k.line.clone().unwrap().waiting;
+    let waiting = k.line().clone().unwrap().waiting;
     // Dropped while waiting: out of the line at once.
     let acquire = sem.acquire(&LockOptions::new(secs(10)));
     let waiter = tokio::spawn(acquire);
@@ -243,9 +243,9 @@ async fn a_cancelled_or_timed_out_waiter_leaves_the_line_and_holds_nothing() {
     let out = sem.acquire(&LockOptions::new(secs(10)).wait(ms(150))).await;
     assert!(matches!(out, Err(Error::NotAcquired { .. })), "{out:?}");
     assert_eq!(zcard(&url, &waiting), 0);
-    assert_eq!(zrange(&url, &k.lock), [held.token().to_owned()]);
+    assert_eq!(zrange(&url, &k.lock()), [held.token().to_owned()]);
     held.release().await.unwrap();
-    assert!(!exists(&url, &k.lock));
+    assert!(!exists(&url, &k.lock()));
     client.close().await;
 }
 
@@ -268,7 +268,7 @@ async fn auto_renew_keeps_a_permit_and_a_removed_one_is_lost() {
     });
     let k = sem_keys(&name);
     let _: i64 = redis::cmd("ZREM")
-        .arg(&*k.lock)
+        .arg(&*k.lock())
         .arg(permit.token())
         .query(&mut conn(&url))
         .unwrap();
@@ -328,14 +328,14 @@ async fn bad_inputs_are_refused_before_anything_is_sent() {
     // A holders key of the wrong type: a Redis error, and nothing written.
     let k = sem_keys("pool");
     let _: () = redis::cmd("SET")
-        .arg(&*k.lock)
+        .arg(&*k.lock())
         .arg("x")
         .query(&mut conn(&url))
         .unwrap();
     let out = sem.acquire(&LockOptions::new(secs(1))).await;
     assert!(matches!(out, Err(Error::Redis { .. })), "{out:?}");
     assert_eq!(dbsize(&url), 1);
-    assert_eq!(get(&url, &k.lock).as_deref(), Some(&b"x"[..]));
+    assert_eq!(get(&url, &k.lock()).as_deref(), Some(&b"x"[..]));
     client.close().await;
     assert!(matches!(
         sem.acquire(&LockOptions::new(secs(1))).await,
@@ -354,7 +354,7 @@ async fn redlock_needs_every_one_of_three_nodes_for_two_permits() {
     let a = sem.acquire(&LockOptions::new(ms(600))).await.unwrap();
     let k = sem_keys(&name);
     for url in &urls {
-        assert_eq!(zrange(url, &k.lock), [a.token().to_owned()]);
+        assert_eq!(zrange(url, &k.lock()), [a.token().to_owned()]);
     }
     // More than 3 x 2 / 3 nodes must grant: with one down, none.
     servers[2].stop();
@@ -364,7 +364,7 @@ async fn redlock_needs_every_one_of_three_nodes_for_two_permits() {
         "{out:?}"
     );
     for url in &urls[..2] {
-        assert_eq!(zrange(url, &k.lock), [a.token().to_owned()], "given back");
+        assert_eq!(zrange(url, &k.lock()), [a.token().to_owned()], "given back");
     }
     // Back (empty) once a's permit has run out: every node grants again.
     a.lost_signal().await;
@@ -377,6 +377,6 @@ async fn redlock_needs_every_one_of_three_nodes_for_two_permits() {
     assert!(matches!(a.release().await, Err(Error::LockLost { .. })));
     b.release().await.unwrap();
     for url in &urls {
-        assert!(!exists(url, &k.lock));
+        assert!(!exists(url, &k.lock()));
     }
 }

@@ -44,11 +44,11 @@ async fn locks_on_the_primary_the_sentinels_name() {
         .await
         .unwrap();
     assert_eq!(
-        common::get(&primary_url(), &common::keys(&name).lock).as_deref(),
+        common::get(&primary_url(), &common::keys(&name).lock()).as_deref(),
         Some(lease.token().as_bytes())
     );
     lease.release().await.unwrap();
-    assert!(!common::exists(&primary_url(), &common::keys(&name).lock));
+    assert!(!common::exists(&primary_url(), &common::keys(&name).lock()));
     client.close().await;
 }
 
@@ -88,7 +88,7 @@ async fn replicas_one_is_acknowledged_and_two_is_refused_and_released() {
         ),
         other => panic!("expected NotAcquired (replicas), got {other:?}"),
     }
-    assert!(!common::exists(&primary_url(), &common::keys(&name).lock));
+    assert!(!common::exists(&primary_url(), &common::keys(&name).lock()));
     client.close().await;
 }
 

@@ -74,7 +74,7 @@ async fn a_timed_out_acquire_reports_within_the_response_timeout() {
     eventually(
         Duration::from_secs(5),
         "the compensating release ran",
-        || !exists(&server.url(), &keys(&name).lock),
+        || !exists(&server.url(), &keys(&name).lock()),
     )
     .await;
 }

@@ -232,7 +232,7 @@ async fn a_server_name_override_verifies_that_name_on_every_connection() {
     eventually(
         Duration::from_secs(5),
         "the waiter subscribed over TLS",
-        || numsub(&plain, &keys(&name).channel) == 1,
+        || numsub(&plain, &keys(&name).channel()) == 1,
     )
     .await;
     let t = std::time::Instant::now();

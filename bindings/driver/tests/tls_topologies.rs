@@ -83,7 +83,7 @@ fn host_port(url: &str) -> (String, u16) {
 /// the cluster's primaries (the seeds), or subscribers on the primary the
 /// Sentinel names.
 fn listeners(urls: &[String], options: &ClientOptions, name: &str) -> i64 {
-    let channel = keys(name).channel;
+    let channel = keys(name).channel();
     let count = |conn: &mut redis::Connection, command: &str| {
         let reply: Vec<redis::Value> = redis::cmd("PUBSUB")
             .arg(command)

@@ -878,7 +878,7 @@ impl WasmLock {
     /// The pub/sub channel release notifications arrive on.
     #[wasm_bindgen(getter)]
     pub fn channel(&self) -> Vec<u8> {
-        self.lock.keys().channel.to_vec()
+        self.lock.keys().channel().to_vec()
     }
 }
 

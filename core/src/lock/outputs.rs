@@ -127,18 +127,18 @@ impl Lock {
 
     /// The line's keys, for the kinds that have one.
     fn line(&self) -> [Bytes; 2] {
-        let line = self.config.keys.line.as_ref().expect("keys_for the kind");
+        let line = self.config.keys.line().expect("keys_for the kind");
         [line.waiting.clone(), line.until.clone()]
     }
 
     /// A read-write lock's other side.
     fn other(&self) -> Bytes {
-        self.config.keys.other.clone().expect("keys_for the kind")
+        self.config.keys.other().expect("keys_for the kind")
     }
 
     fn push_attempt(&mut self, node: usize, ttl: Ttl) -> CommandId {
         let keys = &self.config.keys;
-        let (lock, fence) = (keys.lock.clone(), keys.fence.clone());
+        let (lock, fence) = (keys.lock(), keys.fence());
         let mut args = self.token_and_ttls(ttl);
         // How long a place in the line lasts; 0: a try-once never takes one.
         let patience = || match self.waits_in_line() {
@@ -180,10 +180,7 @@ impl Lock {
     }
 
     fn push_extend(&mut self, node: usize, ttl: Ttl) -> CommandId {
-        let keys = vec![
-            self.config.keys.lock.clone(),
-            self.config.keys.fence.clone(),
-        ];
+        let keys = vec![self.config.keys.lock(), self.config.keys.fence()];
         let script = match self.config.kind.is_mutex() {
             true => Script::Extend,
             false => Script::HoldersExtend,
@@ -198,10 +195,7 @@ impl Lock {
     }
 
     pub(super) fn push_reclaim(&mut self, node: usize, ttl: Ttl, fence: u64) -> CommandId {
-        let mut keys = vec![
-            self.config.keys.lock.clone(),
-            self.config.keys.fence.clone(),
-        ];
+        let mut keys = vec![self.config.keys.lock(), self.config.keys.fence()];
         let mut args = vec![
             self.token_arg(),
             Bytes::decimal(ttl.as_millis()),
@@ -229,12 +223,12 @@ impl Lock {
         // At its final size: the lock, the line (kinds that queue), the
         // channel (when waking).
         let mut keys = Vec::with_capacity(4);
-        keys.push(self.config.keys.lock.clone());
+        keys.push(self.config.keys.lock());
         if self.config.kind != Kind::Mutex {
             keys.extend(self.line());
         }
         if wake {
-            keys.push(self.config.keys.channel.clone());
+            keys.push(self.config.keys.channel());
         }
         let script = match self.config.kind {
             Kind::Mutex => Script::Release,
@@ -254,9 +248,9 @@ impl Lock {
             .as_ref()
             .expect("a handoff round has a successor");
         let keys = vec![
-            self.config.keys.lock.clone(),
-            self.config.keys.fence.clone(),
-            self.config.keys.channel.clone(),
+            self.config.keys.lock(),
+            self.config.keys.fence(),
+            self.config.keys.channel(),
         ];
         let args = vec![
             self.token_arg(),
@@ -268,7 +262,7 @@ impl Lock {
     }
 
     fn push_raise_fence(&mut self, node: usize, fence: u64) -> CommandId {
-        let keys = vec![self.config.keys.fence.clone()];
+        let keys = vec![self.config.keys.fence()];
         let args = vec![Bytes::decimal(fence), self.fence_ttl(self.config.ttl)];
         self.push(node, Script::RaiseFence, keys, args)
     }

@@ -460,7 +460,7 @@ fn renewal_puts_the_key_back_where_a_node_lost_it_while_a_majority_holds() {
     }
     let [r] = commands(&mut l).try_into().unwrap();
     assert_eq!((r.script, r.node), (Script::Reclaim, 2));
-    assert_eq!(r.keys, vec![l.keys().lock.clone(), l.keys().fence.clone()]);
+    assert_eq!(r.keys, vec![l.keys().lock(), l.keys().fence()]);
     assert_eq!(
         r.args[1..],
         [b"1000".to_vec(), b"7".to_vec(), b"61000".to_vec()]
@@ -622,7 +622,7 @@ fn release_to_sends_one_script_with_both_tokens_and_the_successors_ttls() {
     let [c] = commands(&mut l).try_into().unwrap();
     assert_eq!(c.script, Script::Handoff);
     let keys = KeySpace::default().keys(&LockName::new("job").unwrap());
-    assert_eq!(c.keys, vec![keys.lock, keys.fence, keys.channel]);
+    assert_eq!(c.keys, vec![keys.lock(), keys.fence(), keys.channel()]);
     let args: Vec<&[u8]> = c.args.iter().map(|a| &**a).collect();
     assert_eq!(args, [&b"t"[..], b"w", b"2000", b"62000"]);
     assert!(!format!("{c:?}").contains("\"w\""), "no token in Debug");

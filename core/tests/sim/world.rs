@@ -454,31 +454,31 @@ impl Sim {
     }
 
     pub fn set_counter(&mut self, node: usize, value: i64) {
-        let key = self.keys.fence.clone();
+        let key = self.keys.fence();
         self.nodes[node].set(&key, value.to_string().as_bytes(), None);
     }
 
     pub fn counter(&mut self, node: usize) -> i64 {
-        let (key, now) = (self.keys.fence.clone(), self.now);
+        let (key, now) = (self.keys.fence(), self.now);
         self.nodes[node].counter(&key, now)
     }
 
     /// The live holders of `kind`'s set on `node` (a semaphore's, the
     /// readers' or the writer's).
     pub fn holders(&self, node: usize, kind: Kind) -> Vec<Vec<u8>> {
-        let key = KeySpace::default().keys_for(&self.name, kind).lock;
+        let key = KeySpace::default().keys_for(&self.name, kind).lock();
         self.nodes[node].holders(&key, self.now)
     }
 
     /// Who stands in `kind`'s fair line on `node`, in arrival order.
     pub fn line(&self, node: usize, kind: Kind) -> Vec<Vec<u8>> {
         let keys = KeySpace::default().keys_for(&self.name, kind);
-        self.nodes[node].line(&keys.line.expect("a kind with a line").waiting)
+        self.nodes[node].line(&keys.line().expect("a kind with a line").waiting)
     }
 
     /// Who holds the lock key on `node` right now, and for how long.
     pub fn holder(&mut self, node: usize) -> Option<(Vec<u8>, Option<Micros>)> {
-        let (key, now) = (self.keys.lock.clone(), self.now);
+        let (key, now) = (self.keys.lock(), self.now);
         self.nodes[node].get(&key, now)
     }
 

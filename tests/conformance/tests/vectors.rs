@@ -22,11 +22,11 @@ fn keys_follow_the_documented_layout() {
         let why = case["why"].as_str().unwrap();
         let space = KeySpace::new(case["prefix"].as_str().unwrap()).unwrap();
         let keys = space.keys(&LockName::new(bytes(&case["name"])).unwrap());
-        assert_eq!(keys.lock, bytes(&case["lock"]), "{why}");
-        assert_eq!(keys.fence, bytes(&case["fence"]), "{why}");
-        assert_eq!(keys.channel, bytes(&case["channel"]), "{why}");
+        assert_eq!(keys.lock(), bytes(&case["lock"]), "{why}");
+        assert_eq!(keys.fence(), bytes(&case["fence"]), "{why}");
+        assert_eq!(keys.channel(), bytes(&case["channel"]), "{why}");
         let slot = case["slot"].as_u64().unwrap() as u16;
-        for key in [&keys.lock, &keys.fence, &keys.channel] {
+        for key in [&keys.lock(), &keys.fence(), &keys.channel()] {
             assert_eq!(hash_slot(key), slot, "{why}");
         }
     }
@@ -50,12 +50,12 @@ fn listing_sends_the_documented_match_and_keeps_exactly_the_matching_names() {
     for name in names("held") {
         let keys = space.keys(&name);
         scanned.extend([
-            Reply::Bulk(keys.lock.to_vec()),
-            Reply::Bulk(keys.fence.to_vec()),
+            Reply::Bulk(keys.lock().to_vec()),
+            Reply::Bulk(keys.fence().to_vec()),
         ]);
     }
     for name in names("released") {
-        scanned.push(Reply::Bulk(space.keys(&name).fence.to_vec()));
+        scanned.push(Reply::Bulk(space.keys(&name).fence().to_vec()));
     }
     for case in doc["cases"].as_array().unwrap() {
         let why = case["why"].as_str().unwrap();
@@ -312,21 +312,21 @@ fn run_scenario(sc: &Value) {
     let keys = KeySpace::new(sc["prefix"].as_str().unwrap())
         .unwrap()
         .keys_for(&name, kind);
-    assert_eq!(keys.lock, bytes(&sc["keys"]["lock"]), "{title}: lock key");
+    assert_eq!(keys.lock(), bytes(&sc["keys"]["lock"]), "{title}: lock key");
     assert_eq!(
-        keys.fence,
+        keys.fence(),
         bytes(&sc["keys"]["fence"]),
         "{title}: fence key"
     );
     assert_eq!(
-        keys.channel,
+        keys.channel(),
         bytes(&sc["keys"]["channel"]),
         "{title}: channel"
     );
-    let line = keys.line.as_ref();
+    let line = keys.line();
     let key = |k: &str| sc["keys"].get(k).map(bytes);
     assert_eq!(
-        line.map(|l| l.waiting.to_vec()),
+        line.as_ref().map(|l| l.waiting.to_vec()),
         key("waiting"),
         "{title}: line"
     );
@@ -336,7 +336,7 @@ fn run_scenario(sc: &Value) {
         "{title}: line"
     );
     assert_eq!(
-        keys.other.as_deref().map(<[u8]>::to_vec),
+        keys.other().as_deref().map(<[u8]>::to_vec),
         key("other"),
         "{title}: other side"
     );
