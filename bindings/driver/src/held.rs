@@ -85,7 +85,8 @@ pub(crate) struct Held {
     lock: Option<Lock>,
     turn: Option<Turn>,
     /// The waiter our release in flight hands the lock to (with `turn`).
-    promise: Option<Promise>,
+    /// Boxed, as is an error answer: a held lease keeps this cell.
+    promise: Option<Box<Promise>>,
     owned: Option<Owned>,
     conns: Weak<Connections>,
     shared: Arc<Shared>,
@@ -95,7 +96,7 @@ pub(crate) struct Held {
     in_flight: InFlight,
     /// The request a caller waits on, and its answer once the core gave it.
     asked: Option<Operation>,
-    answer: Option<Result<(), Error>>,
+    answer: Option<Result<(), Box<Error>>>,
 }
 
 impl Held {
@@ -118,7 +119,7 @@ impl Held {
         };
         // Refused: the promise, dropped, puts the waiter back.
         if released.is_ok() {
-            self.promise = promise;
+            self.promise = promise.map(Box::new);
         }
         released
     }
@@ -173,7 +174,7 @@ impl Held {
             }
             Event::ExtendFailed(e) => {
                 if asked == Some(Operation::Extend) {
-                    self.answer = Some(Err(e));
+                    self.answer = Some(Err(Box::new(e)));
                 }
             }
             Event::Released(result) => {
@@ -182,13 +183,13 @@ impl Held {
                 let name = self.lock.as_ref().expect("until dropped").name();
                 if asked == Some(Operation::Release) {
                     metrics::released(name, &result);
-                    self.answer = Some(result);
+                    self.answer = Some(result.map_err(Box::new));
                 } else if let Err(e) = result {
                     tracing::debug!(lock = %name, error = %e, "release finished with an error");
                 }
             }
             Event::Handoff(handoff) => match (self.turn.take(), self.promise.take()) {
-                (Some(turn), Some(promise)) => turn.hand_over(promise, handoff),
+                (Some(turn), Some(promise)) => turn.hand_over(*promise, handoff),
                 _ => unreachable!("a handoff comes only for a release_to made holding the turn"),
             },
             Event::NotPublished => {
@@ -298,7 +299,7 @@ pub(crate) async fn request(
         held.settle(&conns).await;
         let mut held = running.0.take().expect("until done");
         held.asked = None;
-        let answer = held.answer.take();
+        let answer = held.answer.take().map(|r| r.map_err(|e| *e));
         let name = held.lock().name().clone();
         Some(answer.unwrap_or_else(|| Err(Error::redis(Some(&name), "no answer from the lock"))))
     })
