@@ -26,22 +26,32 @@ impl Timer {
         [Timer::Deadline, Timer::Retry, Timer::Expiry, Timer::Renew];
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+/// Unset timers hold [`Instant::NEVER`] (half the size of `Option`s; a
+/// timer set that far out would never fire either).
+#[derive(Clone, Copy, Debug)]
 pub(super) struct TimerTable {
-    at: [Option<Instant>; Timer::VALUES.len()],
+    at: [Instant; Timer::VALUES.len()],
+}
+
+impl Default for TimerTable {
+    fn default() -> Self {
+        TimerTable {
+            at: [Instant::NEVER; Timer::VALUES.len()],
+        }
+    }
 }
 
 impl TimerTable {
     pub(super) fn set(&mut self, timer: Timer, at: Instant) {
-        self.at[timer as usize] = Some(at);
+        self.at[timer as usize] = at;
     }
 
     pub(super) fn get(&self, timer: Timer) -> Option<Instant> {
-        self.at[timer as usize]
+        Some(self.at[timer as usize]).filter(|&at| at != Instant::NEVER)
     }
 
     pub(super) fn stop(&mut self, timer: Timer) {
-        self.at[timer as usize] = None;
+        self.at[timer as usize] = Instant::NEVER;
     }
 
     /// The earliest instant among the timers `armed` says count now.

@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Warm: the connection, the scripts and the runtime's first buffers.
     for i in 0..200 {
         let lease = client
-            .acquire(&format!("bench:heap:warm:{i}"), &options)
+            .acquire(format!("bench:heap:warm:{i}"), &options)
             .await?;
         lease.release().await?;
     }
@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..LEASES {
         held.push(
             client
-                .acquire(&format!("bench:mem:rust-fencelock:{i}"), &options)
+                .acquire(format!("bench:mem:rust-fencelock:{i}"), &options)
                 .await?,
         );
     }
@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for (i, (a, b)) in live1.iter().zip(&live0).enumerate() {
         // Classes most leases use; the rest is map growth and noise.
-        if (a - b).abs() as usize >= LEASES / 2 {
+        if (a - b).unsigned_abs() >= LEASES as u64 / 2 {
             println!(
                 "  {:>4}-{:<4} bytes: {:+.2} per lease",
                 i * 16,
