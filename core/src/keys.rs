@@ -79,16 +79,19 @@ enum KeyOf {
 }
 
 impl LockKeys {
-    fn key(&self, which: KeyOf) -> Bytes {
+    /// Where `which` lies in `all`.
+    fn range(&self, which: KeyOf) -> std::ops::Range<usize> {
         let i = which as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        self.all
-            .slice(usize::from(start)..usize::from(self.ends[i]))
+        usize::from(start)..usize::from(self.ends[i])
+    }
+
+    fn key(&self, which: KeyOf) -> Bytes {
+        self.all.slice(self.range(which))
     }
 
     fn has(&self, which: KeyOf) -> bool {
-        let i = which as usize;
-        self.ends[i] > self.ends[i - 1]
+        !self.range(which).is_empty()
     }
 
     pub fn lock(&self) -> Bytes {
