@@ -440,9 +440,10 @@ impl Client {
                 // Only `start` is moved into the box: the attempt's state
                 // (large: the command's future) is built there when first
                 // polled, not built here and copied in.
-                return Acquiring::Inline(Box::pin(async move {
-                    crate::held::entered(runtime, crate::inline::acquire(start)).await
-                }));
+                return Acquiring::Inline(Box::pin(crate::held::entered(
+                    runtime,
+                    crate::inline::acquire(start),
+                )));
             }
             place => place,
         };

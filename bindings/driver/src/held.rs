@@ -7,7 +7,9 @@
 //! (`watch`) once someone waits for its loss or lines up behind it.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
 
 use fencelock_core::{Error, Event, Lock, Operation, Progress, Ttl};
 use tokio::runtime::Handle;
@@ -24,15 +26,30 @@ use crate::queue::{Promise, Turn};
 /// a request dropped mid-flight and the validity timer (weakly).
 pub(crate) type HeldCell = Arc<tokio::sync::Mutex<Held>>;
 
-/// Poll `future` inside the client's runtime: its IO and timers belong to
-/// that runtime, whatever executor polls the caller's future.
-pub(crate) async fn entered<F: Future>(runtime: Handle, future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| {
-        let _entered = runtime.enter();
-        future.as_mut().poll(cx)
-    })
-    .await
+pin_project_lite::pin_project! {
+    /// `future`, polled inside the client's runtime: its IO and timers
+    /// belong to that runtime, whatever executor polls the caller's future.
+    /// A struct, not an async fn: that would hold the future twice (the
+    /// argument and its pinned copy), and an inline acquire's is kilobytes.
+    pub(crate) struct Entered<F> {
+        runtime: Handle,
+        #[pin]
+        future: F,
+    }
+}
+
+pub(crate) fn entered<F: Future>(runtime: Handle, future: F) -> Entered<F> {
+    Entered { runtime, future }
+}
+
+impl<F: Future> Future for Entered<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _entered = this.runtime.enter();
+        this.future.poll(cx)
+    }
 }
 
 /// A won inline lock becomes its lease's cell; `events` are what the core

@@ -111,12 +111,11 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
         runtime,
     } = *start;
     let Prepared {
-        mut lock,
+        lock,
         parts,
         owned,
         acquire_deadline,
     } = driver::prepare(&conns, config, started);
-    lock.acquire(now())?;
     let mut attempt = Attempt {
         lock: Some(lock),
         turn: Some(turn),
@@ -127,6 +126,12 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
         in_flight: InFlight::Idle,
         seen: metrics::Seen::default(),
     };
+    // Called here, not on the `Prepared` lock: a local that was borrowed
+    // keeps its own room in this future across the awaits below (688 bytes).
+    if let Err(e) = attempt.lock().acquire(now()) {
+        attempt.lock = None; // nothing was sent: nothing to compensate
+        return Err(e);
+    }
     // The attempt's round runs here, and a Redlock fence write-back after
     // it; once no round is under way, the acquire is decided (a grant, or
     // a failure whose compensation an actor finishes) or waits (an actor).

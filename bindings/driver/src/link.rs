@@ -96,9 +96,15 @@ impl Link {
     /// here means nothing was sent. `attempt` bounds a new connection (DNS,
     /// TCP, TLS, AUTH, SELECT together).
     pub(crate) async fn connection(&self, attempt: Duration) -> RedisResult<Live> {
-        if let Some(conn) = self.live() {
-            return Ok(conn);
+        match self.live() {
+            Some(conn) => Ok(conn),
+            // Boxed: connecting takes kilobytes of state, which every
+            // command's future (this one's caller) would otherwise carry.
+            None => Box::pin(self.connect(attempt)).await,
         }
+    }
+
+    async fn connect(&self, attempt: Duration) -> RedisResult<Live> {
         let _one_at_a_time = self.connecting.lock().await;
         // Someone else may have connected while we waited.
         if let Some(conn) = self.live() {
