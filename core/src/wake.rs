@@ -16,7 +16,7 @@ use crate::Token;
 /// A waiter's public name in release messages: the lowercase hex SHA-1 of
 /// its token.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WakeId(String);
+pub struct WakeId(Box<str>);
 
 impl WakeId {
     /// What `redis.sha1hex(token)` returns.
@@ -24,7 +24,8 @@ impl WakeId {
         WakeId(
             sha1_smol::Sha1::from(token.0.as_bytes())
                 .digest()
-                .to_string(),
+                .to_string()
+                .into(),
         )
     }
 

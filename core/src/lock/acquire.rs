@@ -31,7 +31,7 @@ impl Lock {
         }
         let yes = round.granted().count();
         if let Some(error) =
-            round.unreplicated(yes, self.quorum(), self.replicas, &self.config.name)
+            round.unreplicated(yes, self.quorum(), self.replicas(), &self.config.name)
         {
             // Ours, but not on enough replicas to survive a failover: give
             // it back (waking waiters: it was held) and say so.
@@ -202,7 +202,7 @@ impl Lock {
         self.stats.granted_attempt_sent = Some(sent_at);
         if self.renewing {
             if let Some(max_hold) = self.config.max_hold {
-                self.renew_until = Some(sent_at + max_hold.as_duration());
+                self.renew_until = sent_at + max_hold.as_duration();
             }
         }
         self.schedule_renewal(sent_at + renew_interval(self.current_ttl));

@@ -152,9 +152,8 @@ pub struct Lock {
     /// Boxed, as are the other rarely set fields below: a held lease keeps
     /// its `Lock` for as long as it is held.
     extend: Option<Box<Round>>,
-    /// What we may have left on each node (one vector for both flags: one
-    /// allocation per lease).
-    on_node: Vec<OnNode>,
+    /// What we may have left on each node.
+    on_node: OnNodes,
     /// Compensating releases and reclaims in flight (their replies change
     /// nothing but a refused wake-up).
     cleanup: Vec<CommandId>,
@@ -180,10 +179,11 @@ pub struct Lock {
     /// Auto-renewal still wanted: `auto_renew`, until `stop_renewing`.
     renewing: bool,
     /// No renewal is sent at or after this instant (the acquire's send plus
-    /// `max_hold`), set when the lease is granted.
-    renew_until: Option<Instant>,
+    /// `max_hold`, else never), set when the lease is granted.
+    renew_until: Instant,
     /// `replicas=N`: grants and extensions need N replica acknowledgements.
-    replicas: Option<WaitReplicas>,
+    /// Boxed, as it is rarely set (read through `replicas()`).
+    replicas: Option<Box<WaitReplicas>>,
     /// The waiter a release in flight hands the lock to (`release_to`).
     successor: Option<Box<Successor>>,
     stats: LockStats,
@@ -199,6 +199,42 @@ struct OnNode {
     queued: bool,
 }
 
+/// An [`OnNode`] per node, read as a slice. Inline for a single node: a
+/// held lease keeps no allocation for it.
+#[derive(Clone, Debug)]
+enum OnNodes {
+    One(OnNode),
+    Many(Box<[OnNode]>),
+}
+
+impl OnNodes {
+    fn new(nodes: usize) -> Self {
+        match nodes {
+            1 => OnNodes::One(OnNode::default()),
+            _ => OnNodes::Many(vec![OnNode::default(); nodes].into()),
+        }
+    }
+}
+
+impl std::ops::Deref for OnNodes {
+    type Target = [OnNode];
+    fn deref(&self) -> &[OnNode] {
+        match self {
+            OnNodes::One(node) => std::slice::from_ref(node),
+            OnNodes::Many(nodes) => nodes,
+        }
+    }
+}
+
+impl std::ops::DerefMut for OnNodes {
+    fn deref_mut(&mut self) -> &mut [OnNode] {
+        match self {
+            OnNodes::One(node) => std::slice::from_mut(node),
+            OnNodes::Many(nodes) => nodes,
+        }
+    }
+}
+
 impl Lock {
     #[must_use]
     pub fn new(config: LockConfig) -> Self {
@@ -211,7 +247,7 @@ impl Lock {
         Lock {
             rng: config.seed | 1,
             current_ttl: config.ttl,
-            on_node: vec![OnNode::default(); nodes],
+            on_node: OnNodes::new(nodes),
             config: LockConfig { nodes, ..config },
             state: State::Idle,
             commands: Outbox::default(),
@@ -230,7 +266,7 @@ impl Lock {
             fence: None,
             lost: false,
             renewing,
-            renew_until: None,
+            renew_until: Instant::NEVER,
             replicas: None,
             successor: None,
             stats: LockStats::default(),
@@ -243,7 +279,11 @@ impl Lock {
     /// "replicas"), an extend or renewal with `LockLost`. 0 (the default)
     /// waits for nothing. Call before `acquire`.
     pub fn require_replicas(&mut self, replicas: u32, timeout: Duration) {
-        self.replicas = (replicas > 0).then_some(WaitReplicas { replicas, timeout });
+        self.replicas = (replicas > 0).then(|| Box::new(WaitReplicas { replicas, timeout }));
+    }
+
+    fn replicas(&self) -> Option<WaitReplicas> {
+        self.replicas.as_deref().copied()
     }
 
     // ---- application commands -----------------------------------------------
@@ -449,10 +489,7 @@ impl Lock {
     /// `stop_renewing` nor `max_hold` ended it, and the lease is not lost.
     #[must_use]
     pub fn is_renewing(&self, now: Instant) -> bool {
-        self.state == State::Held
-            && self.renewing
-            && !self.lost
-            && self.renew_until.is_none_or(|until| now < until)
+        self.state == State::Held && self.renewing && !self.lost && now < self.renew_until
     }
 
     /// The caller gave up on an acquire (dropped future, AbortSignal,
@@ -490,7 +527,7 @@ impl Lock {
             self.settle_if_idle();
             return;
         }
-        let replicas = self.replicas;
+        let replicas = self.replicas();
         let quorum = self.quorum();
         if let Some(at) = self.round.as_ref().and_then(|round| round.position(id)) {
             let round = self.round.as_mut().expect("matched above");

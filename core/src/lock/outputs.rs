@@ -284,7 +284,7 @@ impl Lock {
             args,
             // A handoff grants the successor: it waits like an acquire.
             wait_replicas: self
-                .replicas
+                .replicas()
                 .filter(|_| matches!(script.role(), Role::Acquire | Role::Extend | Role::Handoff)),
         });
         id

@@ -15,7 +15,7 @@ impl Lock {
     /// Otherwise nothing renews the lease any more and it runs out at its
     /// validity end (the expiry timer reports it lost).
     pub(super) fn schedule_renewal(&mut self, at: Instant) {
-        if self.renewing && self.renew_until.is_none_or(|until| at < until) {
+        if self.renewing && at < self.renew_until {
             self.timers.set(Timer::Renew, at);
         } else {
             self.timers.stop(Timer::Renew);
@@ -84,7 +84,7 @@ impl Lock {
             // Lost while the extend was in flight (validity ran out): too late.
             tell(&mut self.events, Event::ExtendFailed(lost.clone()));
         } else if round
-            .unreplicated(yes, quorum, self.replicas, &self.config.name)
+            .unreplicated(yes, quorum, self.replicas(), &self.config.name)
             .is_some()
         {
             // Extended, but not on enough replicas: a failover could lose it,
