@@ -31,7 +31,7 @@ pub(crate) struct Connections {
     pub actors: tokio_util::task::TaskTracker,
     /// The tokens of this client's live lease actors, per lock name (see
     /// [`Connections::own`]).
-    pub owned: Mutex<HashMap<LockName, Vec<Token>>>,
+    pub owned: Mutex<HashMap<LockName, Tokens>>,
     /// The client's key layout: a lease asks it for its keys when it needs
     /// them (`Lease::held`) instead of keeping a copy of its own. Shared
     /// with the client, which keeps it past `close`.
@@ -47,9 +47,8 @@ impl Connections {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(name.clone())
-            // Most names have one lease at a time: no spare room per name.
-            .or_insert_with(|| Vec::with_capacity(1))
-            .push(token.clone());
+            .and_modify(|tokens| tokens.push(token.clone()))
+            .or_insert_with(|| Tokens::One(token.clone()));
         Owned {
             conns: Arc::downgrade(self),
             name: name.clone(),
@@ -63,7 +62,7 @@ impl Connections {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
-            .cloned()
+            .map(Tokens::to_vec)
             .unwrap_or_default()
     }
 
@@ -118,6 +117,41 @@ impl Connections {
     }
 }
 
+/// One name's tokens in [`Connections::owned`]. Most names have one lease
+/// at a time: inline, so a held lease costs no allocation here.
+#[derive(Debug)]
+pub(crate) enum Tokens {
+    One(Token),
+    Many(Vec<Token>),
+}
+
+impl Tokens {
+    fn push(&mut self, token: Token) {
+        match self {
+            Tokens::One(first) => *self = Tokens::Many(vec![first.clone(), token]),
+            Tokens::Many(tokens) => tokens.push(token),
+        }
+    }
+
+    /// Forget `token`; true if none is left.
+    fn remove(&mut self, token: &Token) -> bool {
+        match self {
+            Tokens::One(only) => only == token,
+            Tokens::Many(tokens) => {
+                tokens.retain(|t| t != token);
+                tokens.is_empty()
+            }
+        }
+    }
+
+    fn to_vec(&self) -> Vec<Token> {
+        match self {
+            Tokens::One(only) => vec![only.clone()],
+            Tokens::Many(tokens) => tokens.clone(),
+        }
+    }
+}
+
 /// See [`Connections::own`].
 /// Weak: an inline lease keeps one while held, and must not keep a closed
 /// client's connections open.
@@ -136,8 +170,7 @@ impl Drop for Owned {
         // One lookup (an entry), not a get and then a remove: hashing the
         // name is a visible part of a short acquire + release.
         if let Entry::Occupied(mut tokens) = owned.entry(self.name.clone()) {
-            tokens.get_mut().retain(|t| *t != self.token);
-            if tokens.get().is_empty() {
+            if tokens.get_mut().remove(&self.token) {
                 tokens.remove();
             }
         }

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use fencelock_core::{Handoff, LockName, Successor};
-use tokio::sync::{Mutex as FairMutex, Notify, OwnedMutexGuard};
+use tokio::sync::{Notify, Semaphore};
 
 /// Set (once) when the acquire that owns it is cancelled by its caller.
 pub(crate) type Cancelled = Arc<AtomicBool>;
@@ -36,7 +36,7 @@ pub(crate) type Cancelled = Arc<AtomicBool>;
 /// One name's queue.
 #[derive(Default)]
 struct Entry {
-    turn: Arc<FairMutex<()>>,
+    turn: Gate,
     /// The cancellation flag of the acquire holding the turn, if any.
     holder: Mutex<Option<Cancelled>>,
     /// Fires whenever a turn is given back.
@@ -53,6 +53,25 @@ struct Entry {
 
 /// See `Entry::on_wait`.
 pub(crate) type OnWait = Box<dyn FnOnce() + Send>;
+
+/// The name's turn: one permit, handed out in the order it was asked for
+/// (tokio's semaphore is fair). In the entry itself, not behind an `Arc`
+/// of its own as a mutex's owned guard would need: a taken permit is
+/// forgotten ([`Taken`]), and the [`Turn`] gives it back when dropped.
+struct Gate(Semaphore);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate(Semaphore::new(1))
+    }
+}
+
+/// The turn's permit, taken (see [`Gate`]).
+#[derive(Debug)]
+struct Taken;
+
+/// Takes the turn once polled to completion; queued from its first poll.
+type Taking = Pin<Box<dyn Future<Output = Taken> + Send>>;
 
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -270,7 +289,20 @@ impl Slot {
         }
     }
 
-    fn into_turn(self, guard: OwnedMutexGuard<()>, who: Cancelled) -> Turn {
+    /// The future that takes this name's turn. It holds the entry, and is
+    /// always dropped before its slot is (see `Waiting`): a slot's drop
+    /// then sees every other user of the entry.
+    fn take_turn(&self) -> Taking {
+        let entry = Arc::clone(self.entry.as_ref().expect("slot entry present until drop"));
+        Box::pin(async move {
+            let permit = entry.turn.0.acquire().await;
+            permit.expect("the gate is never closed").forget();
+            drop(entry);
+            Taken
+        })
+    }
+
+    fn into_turn(self, guard: Taken, who: Cancelled) -> Turn {
         *self
             .entry()
             .holder
@@ -290,8 +322,7 @@ impl Slot {
     /// `successor` is what a release sends to hand this acquire the lock
     /// (made only when it has to wait).
     pub(crate) fn line_up(self, who: &Cancelled, successor: impl FnOnce() -> Successor) -> Place {
-        let mut lock: Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>> =
-            Box::pin(Arc::clone(&self.entry().turn).lock_owned());
+        let mut lock = self.take_turn();
         let mut line = self.entry().line();
         // The task that waits later polls again with its own waker; the
         // place in line is kept.
@@ -357,9 +388,10 @@ impl Place {
 
 /// A place in line, not yet at the front.
 pub(crate) struct Waiting {
-    /// Both `Some` until the turn comes (`into_turn`).
+    /// Both `Some` until the turn comes (`into_turn`). `lock` first: it
+    /// is dropped before `slot` (see `Slot::take_turn`).
+    lock: Option<Taking>,
     slot: Option<Slot>,
-    lock: Option<Pin<Box<dyn Future<Output = OwnedMutexGuard<()>> + Send>>>,
     who: Cancelled,
     candidate: Arc<Candidate>,
 }
@@ -369,7 +401,7 @@ impl Waiting {
         self.slot.as_ref().expect("until the turn comes")
     }
 
-    fn into_turn(mut self, guard: OwnedMutexGuard<()>) -> Turn {
+    fn into_turn(mut self, guard: Taken) -> Turn {
         drop(self.lock.take());
         let slot = self.slot.take().expect("until the turn comes");
         slot.entry().leave_line(&self.candidate);
@@ -541,7 +573,8 @@ impl Drop for Slot {
 /// Our turn: the next local waiter for the name runs when this is dropped.
 #[derive(Debug)]
 pub(crate) struct Turn {
-    guard: Option<OwnedMutexGuard<()>>,
+    /// `None` once handed over.
+    guard: Option<Taken>,
     who: Cancelled,
     slot: Slot,
 }
@@ -615,7 +648,9 @@ impl Drop for Turn {
             entry.take_on_wait()
         };
         drop(on_wait);
-        drop(self.guard.take());
+        if self.guard.take().is_some() {
+            entry.turn.0.add_permits(1);
+        }
         {
             let mut holder = entry.holder.lock().unwrap_or_else(|e| e.into_inner());
             if holder.as_ref().is_some_and(|h| Arc::ptr_eq(h, &self.who)) {
