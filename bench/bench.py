@@ -151,42 +151,52 @@ def redis_benchmark(port: int, n: int) -> float:
 
 
 def measure_memory(a, lang: str, impls: list[str]) -> list[dict]:
-    """Each runner holds a.leases locks and waits; we read Redis meanwhile."""
+    """Each runner holds a.leases locks and waits; we read Redis meanwhile.
+    One process per implementation: in a shared one, whichever ran later
+    found the heap (V8's, malloc's) already grown by the one before, and
+    its RSS growth read as about nothing."""
     r = redis.Redis.from_url(a.url)
-    cmd = runner_cmd(lang, "mem", impls, a)
     out = []
-    r.flushall()
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        for kind in impls:
-            line = p.stdout.readline()
-            if not line.startswith("{"):
-                failed(f"mem {lang} {kind}: the runner ended early")
-                break
-            rec = json.loads(line)
-            marker = f"bench:mem:{'py' if lang == 'python' else lang}-{kind}:"
-            keys = [k for k in r.scan_iter(count=1000) if marker.encode() in k]
-            pipe = r.pipeline(transaction=False)
-            for k in keys:
-                pipe.memory_usage(k, samples=0)
-            usage = pipe.execute()
-            n = rec["leases"]
-            rec["lang"] = lang
-            rec["keys_per_lock"] = len(keys) / n
-            rec["redis_bytes_per_lock"] = sum(u or 0 for u in usage) / n
-            rec["key_name_bytes_per_lock"] = sum(len(k) for k in keys) / n
-            rec["redis_bytes_beyond_names"] = rec["redis_bytes_per_lock"] - rec["key_name_bytes_per_lock"]
+    for kind in impls:
+        r.flushall()
+        rec = hold_and_measure(a, lang, kind, r)
+        if rec is not None:
             out.append(rec)
-            p.stdin.write("\n")
-            p.stdin.flush()
+    r.flushall()
+    return out
+
+
+def hold_and_measure(a, lang: str, kind: str, r) -> dict | None:
+    p = subprocess.Popen(runner_cmd(lang, "mem", [kind], a), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    rec = None
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("{"):
+            failed(f"mem {lang} {kind}: the runner ended early")
+            return None
+        rec = json.loads(line)
+        marker = f"bench:mem:{'py' if lang == 'python' else lang}-{kind}:"
+        keys = [k for k in r.scan_iter(count=1000) if marker.encode() in k]
+        pipe = r.pipeline(transaction=False)
+        for k in keys:
+            pipe.memory_usage(k, samples=0)
+        usage = pipe.execute()
+        n = rec["leases"]
+        rec["lang"] = lang
+        rec["keys_per_lock"] = len(keys) / n
+        rec["redis_bytes_per_lock"] = sum(u or 0 for u in usage) / n
+        rec["key_name_bytes_per_lock"] = sum(len(k) for k in keys) / n
+        rec["redis_bytes_beyond_names"] = rec["redis_bytes_per_lock"] - rec["key_name_bytes_per_lock"]
+        p.stdin.write("\n")
+        p.stdin.flush()
         p.stdin.close()
         if p.wait(timeout=120) != 0:
-            failed(f"mem {lang}: runner exited with {p.returncode}")
+            failed(f"mem {lang} {kind}: runner exited with {p.returncode}")
     finally:
         if p.poll() is None:
             p.kill()
-    r.flushall()
-    return out
+    return rec
 
 
 def script_text(name: str) -> bytes:
@@ -495,7 +505,8 @@ def write_results(a, agg, mem, rb, records, path, took, loads, wb=()):
 
     w(f"## Memory — {a.leases:,} locks held by one client\n")
     w("Redis: `MEMORY USAGE key SAMPLES 0` summed over every key the lock library wrote for the held locks, per lock; "
-      "client: growth of the process RSS while acquiring them, per lease.\n")
+      "client: growth of the process RSS while acquiring them, per lease (Rust and Node acquire 256 at a time, "
+      "Python one at a time), each implementation in a fresh process of its own after a warm-up.\n")
     w("| language | implementation | keys per lock | Redis bytes per lock | of which key names | Redis bytes beyond key names | client RSS bytes per lease |")
     w("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for r in mem:
