@@ -44,6 +44,20 @@ async function redlockUrls() {
   return (await sharedRedlock).map((s) => s.url)
 }
 
+/**
+ * Every key on the server, for a "nothing was written" check on the shared
+ * server: keys of earlier tests expire meanwhile, so DBSIZE before and
+ * after may differ without anything written. Compare with newKeys().
+ */
+async function allKeys(raw) {
+  return new Set(await raw.cmd('KEYS', '*'))
+}
+
+/** The keys on the server now that were not in `before` (an allKeys()). */
+async function newKeys(raw, before) {
+  return [...(await allKeys(raw))].filter((key) => !before.has(key)).sort()
+}
+
 let counter = 0
 /** A lock name no other test (or suite run) uses. */
 function uniqueName(label = 'node') {
@@ -114,4 +128,4 @@ function aborted(signal) {
   return once(signal, 'abort').then(() => signal.reason)
 }
 
-module.exports = { Raw, startRedis, redisUrl, redlockUrls, pgUrl, uniqueName, lockKey, within, aborted, clusterGet, claimPorts, releasePorts, harnessEnv }
+module.exports = { Raw, allKeys, newKeys, startRedis, redisUrl, redlockUrls, pgUrl, uniqueName, lockKey, within, aborted, clusterGet, claimPorts, releasePorts, harnessEnv }
