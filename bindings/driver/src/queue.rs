@@ -279,7 +279,7 @@ impl Slot {
     }
 
     /// Another handle on the same entry (made under the map's lock, as
-    /// every clone is: see `Drop for Slot`).
+    /// every slot is: see `Drop for Slot`).
     fn share(&self) -> Slot {
         let _slots = self.queues.slots.lock().unwrap_or_else(|e| e.into_inner());
         Slot {
@@ -561,8 +561,9 @@ impl Drop for Slot {
         let mut slots = self.queues.slots.lock().unwrap_or_else(|e| e.into_inner());
         // One lookup, as in `Owned`'s drop.
         if let MapEntry::Occupied(entry) = slots.entry(name) {
-            // Clones are only made under this lock, so a count of one means
-            // nobody holds or waits for this name.
+            // Slots are only made under this lock, and a slot's turn future
+            // (`Slot::take_turn`, the one other holder) never outlives it,
+            // so a count of one means nobody holds or waits for this name.
             if Arc::strong_count(entry.get()) == 1 {
                 entry.remove();
             }
@@ -764,6 +765,23 @@ mod tests {
         assert_eq!(queues.len(), 1);
         drop(second);
         assert_eq!(queues.len(), 0);
+    }
+
+    /// A waiter whose turn came while nobody polled for it, and which then
+    /// leaves as the name's last user, leaves no entry behind: its turn
+    /// future (which holds the entry) goes before its slot.
+    #[test]
+    fn a_waiter_leaving_last_removes_the_entry() {
+        let queues = Arc::new(NameQueues::default());
+        let holder = try_take(&queues, &who()).unwrap();
+        let place = line_up(&queues, &who());
+        drop(holder);
+        drop(place);
+        assert_eq!(queues.len(), 0);
+        assert!(
+            try_take(&queues, &who()).is_some(),
+            "the turn is free again"
+        );
     }
 
     /// The order is the order of `line_up` calls, not of the tasks that
