@@ -84,9 +84,10 @@ impl Connections {
     ) -> Reply {
         let node = &self.nodes[command.node];
         let retry_until = node.retry_bound(command, acquire_deadline, self.nodes.len());
-        // Boxed: the command's future is kilobytes (every topology's
-        // connection futures), and inline it would make every future that
-        // awaits it as large, copied whole each time one is moved.
+        // Boxed: the command's future is about a kilobyte (every
+        // topology's connection futures), and inline it would make every
+        // future that awaits it as large, copied whole each time one is
+        // moved.
         Box::pin(node.run(command, retry_until, self.closed.subscribe())).await
     }
 

@@ -30,7 +30,7 @@ pin_project_lite::pin_project! {
     /// `future`, polled inside the client's runtime: its IO and timers
     /// belong to that runtime, whatever executor polls the caller's future.
     /// A struct, not an async fn: that would hold the future twice (the
-    /// argument and its pinned copy), and an inline acquire's is kilobytes.
+    /// argument and its pinned copy), and an inline acquire's is 1.4 KB.
     pub(crate) struct Entered<F> {
         runtime: Handle,
         #[pin]
