@@ -624,8 +624,9 @@ def targets(agg, mem, rb_floor):
             continue
         out.append((f"S4 {LANG_LABEL[lang]} p50 ≤ 1.3× single-node p50", ratio(m["p50_us"], s["p50_us"]), m["p50_us"] <= 1.3 * s["p50_us"]))
         out.append((f"S4 {LANG_LABEL[lang]} ≥ 1.5× node-redlock", ratio(m["rate"], nr4), m["rate"] >= 1.5 * nr4))
+    front_end = {lang: impls[0] for lang, impls in MEM_GROUPS}  # as GROUPS: fencelock first
     for r in mem:
-        if r["impl"] in ("fencelock", "fencelock-async"):
+        if r["impl"] == front_end[r["lang"]]:
             out.append((f"Memory ({LANG_LABEL[r['lang']]}) ≤ 150 B/lock beyond key names",
                         f"{r['redis_bytes_beyond_names']:.0f} B", r["redis_bytes_beyond_names"] <= 150))
             out.append((f"Memory ({LANG_LABEL[r['lang']]}) ≤ 2 KB client RSS per held lease",

@@ -177,3 +177,29 @@ impl Drop for Owned {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Tokens;
+    use fencelock_core::Token;
+
+    fn token(t: &str) -> Token {
+        Token(t.into())
+    }
+
+    /// Two leases of one name (a semaphore's permits): forgetting one keeps
+    /// the other, and only the last leaves the name empty.
+    #[test]
+    fn tokens_of_one_name() {
+        let mut tokens = Tokens::One(token("a"));
+        assert!(!tokens.remove(&token("b")), "not ours: a is kept");
+        tokens.push(token("b"));
+        tokens.push(token("c"));
+        assert_eq!(tokens.to_vec(), [token("a"), token("b"), token("c")]);
+        assert!(!tokens.remove(&token("b")));
+        assert_eq!(tokens.to_vec(), [token("a"), token("c")]);
+        assert!(!tokens.remove(&token("a")));
+        assert!(tokens.remove(&token("c")), "the last one");
+        assert!(Tokens::One(token("a")).remove(&token("a")));
+    }
+}

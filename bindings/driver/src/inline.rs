@@ -127,7 +127,8 @@ pub(crate) async fn acquire(start: Box<Start>) -> Result<Granted, Error> {
         seen: metrics::Seen::default(),
     };
     // Called here, not on the `Prepared` lock: a local that was borrowed
-    // keeps its own room in this future across the awaits below (688 bytes).
+    // keeps its own room (a whole `Lock`) in this future across the awaits
+    // below.
     if let Err(e) = attempt.lock().acquire(now()) {
         attempt.lock = None; // nothing was sent: nothing to compensate
         return Err(e);
