@@ -215,24 +215,24 @@ impl Script {
     /// Lowercase hex SHA1 of [`Script::source`], as `EVALSHA` wants it.
     pub const fn sha1(self) -> &'static str {
         match self {
-            Script::Acquire => "b5404e7f14b535e1e8bb054b1de77596f3ad81db",
+            Script::Acquire => "f83c12f8a346dd444ab476c20158cdf8c1a6ad82",
             Script::Release => "c74c81f94ecc5a418410838b8a6cef2847604980",
             Script::Extend => "a17cd7d2bbb874e4b1fc1f6d082af8c7d278ac60",
             Script::RaiseFence => "48f373cae92f6f175dff67717d83981ac9e41749",
-            Script::Reclaim => "1a6b14ef488e10715b74f8bcd279d8e59e3843d0",
+            Script::Reclaim => "bb5b2c6fd00e187feb56420d1fb90f3c14ed6e8f",
             Script::Inspect => "c7aa2d948502b67b4e0c596f9a48e5f8a0b632c1",
-            Script::ForceRelease => "b8d00160821a991082b4acc6953f2792103d74f9",
+            Script::ForceRelease => "ed97f86cc6bd8d7c0ed8c38c60fc06c04c4300ca",
             Script::FencedSet => "f8308e81f6093a6af37606f001f43d33a102e094",
-            Script::FairAcquire => "a495bce0325811dc13753dd8c41a4a55a44f92cf",
-            Script::ReadAcquire => "af34f9734e92d304993d429468090fc21f9cc743",
+            Script::FairAcquire => "70c26fac96853a3afa4a8a46fd45c01c669b0e4c",
+            Script::ReadAcquire => "0719114eed66708fcb6a77fb0b7b053f134b983f",
             Script::HoldersExtend => "003651b78b6a754279292fa78105c4dccd9a1bc7",
             Script::HoldersRelease => "f8ab794a46bec92ec8ef6bfb815e891ddaee4848",
-            Script::HoldersReclaim => "74a546d41b15567525a0c54c008930e94478534c",
+            Script::HoldersReclaim => "28684283485812cb129d41e551d474c3c410827c",
             Script::HoldersInspect => "46696e7c32e67137d3ac5cd45358d911d5a0c074",
-            Script::FairMutexAcquire => "00efe6651ac5bcf4a771b5033eebbb1751e6511c",
+            Script::FairMutexAcquire => "a2c6b4c523f1da978c58a4700303fab4c3e8f4b0",
             Script::FairMutexRelease => "796d40c422ffa68e022dba47485f432c352d94b0",
-            Script::Handoff => "1531a40ed731e47c8d30cfa681335e3462da663b",
-            Script::AcquireMany => "815f9caf91583ce7b1550398c20de3f9fff86377",
+            Script::Handoff => "c55c47ef77199ed30bfe17b97f6e2bc32f7606fe",
+            Script::AcquireMany => "7562e4c7495f8919dabc975bde6b3f1ee140c27d",
         }
     }
 }

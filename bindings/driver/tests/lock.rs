@@ -821,3 +821,73 @@ async fn a_lock_won_after_its_acquire_future_was_dropped_is_released() {
     }
     assert_eq!(rounds, 10);
 }
+
+/// The acquire script reads a counter below 2^53 - 1 as one Lua number and
+/// any other through (high, low) halves: both sides of that line, and what
+/// neither can read, give the exact next fence or a typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fence_counter_is_exact_on_both_sides_of_2_pow_53() {
+    let (url, _server) = redis_url();
+    let client = Client::connect(url.as_str()).await.unwrap();
+    let options = LockOptions::new(secs(10)).wait(Duration::ZERO);
+    let next = [
+        ("9007199254740989", "9007199254740990"),
+        ("9007199254740990", "9007199254740991"),
+        ("9007199254740991", "9007199254740992"),
+        ("9007199254740992", "9007199254740993"),
+        ("0009007199254740990", "9007199254740991"),
+        ("18446744073709551614", "18446744073709551615"),
+    ];
+    for (stored, fence) in next {
+        let name = unique("counter");
+        let keys = keys(&name);
+        let _: () = redis::cmd("SET")
+            .arg(&*keys.fence())
+            .arg(stored)
+            .query(&mut conn(&url))
+            .unwrap();
+        let lease = client.acquire(&name, &options).await.unwrap();
+        assert_eq!(lease.fence().to_string(), fence, "after {stored}");
+        assert_eq!(get(&url, &keys.fence()), Some(fence.as_bytes().to_vec()));
+        lease.release().await.unwrap();
+    }
+    // Below the clock (server ms x 1024), the clock wins, leading zeros or not.
+    for stored in ["42", "000000000000042"] {
+        let name = unique("counter");
+        let _: () = redis::cmd("SET")
+            .arg(&*keys(&name).fence())
+            .arg(stored)
+            .query(&mut conn(&url))
+            .unwrap();
+        let lease = client.acquire(&name, &options).await.unwrap();
+        assert!(
+            lease.fence() > 1 << 50 && lease.fence() % 1024 == 0,
+            "{}",
+            lease.fence()
+        );
+        lease.release().await.unwrap();
+    }
+    for unreadable in ["18446744073709551615", "1e15", "-5", "", "12a"] {
+        let name = unique("counter");
+        let keys = keys(&name);
+        let _: () = redis::cmd("SET")
+            .arg(&*keys.fence())
+            .arg(unreadable)
+            .query(&mut conn(&url))
+            .unwrap();
+        let err = client.acquire(&name, &options).await.unwrap_err();
+        assert!(
+            matches!(err, Error::Redis { .. }),
+            "{unreadable:?}: {err:?}"
+        );
+        assert!(
+            !exists(&url, &keys.lock()),
+            "{unreadable:?} left the lock held"
+        );
+        assert_eq!(
+            get(&url, &keys.fence()),
+            Some(unreadable.as_bytes().to_vec())
+        );
+    }
+    client.close().await;
+}

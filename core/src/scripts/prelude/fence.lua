@@ -43,8 +43,22 @@ end
 -- The fence to issue from the counter at `key` (read with pcall: a key of
 -- another type is unreadable too) at server time `now` (ms; nil: TIME is
 -- read after the counter), or nil when the counter is unreadable.
+-- Every acquire runs this, so the common counter, a decimal below 2^53 - 1
+-- (16 digits at most; two of them compare as strings), is read and
+-- incremented as one Lua number, exact in a double; the halves are for the
+-- rest.
 local function next_fence(key, now)
-  local ok, next = successor(redis.pcall('GET', key))
+  local stored = redis.pcall('GET', key)
+  if not stored or (type(stored) == 'string'
+      and (#stored < 16 or (#stored == 16 and stored <= '9007199254740990'))
+      and string.match(stored, '^%d+$')) then
+    local fence = (now or server_ms()) * 1024
+    if stored and tonumber(stored) + 1 > fence then
+      fence = tonumber(stored) + 1
+    end
+    return string.format('%.0f', fence)
+  end
+  local ok, next = successor(stored)
   if not ok then
     return nil
   end
