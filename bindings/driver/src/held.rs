@@ -196,6 +196,13 @@ impl Held {
             }
             Event::Released(result) => {
                 self.turn = None;
+                // Released (or handed over): no token of ours left for
+                // `inspect` to ask about. Not left to the handle's drop,
+                // which a garbage-collected front end puts off: one name's
+                // released leases piled up there, each drop a scan of them.
+                if result.is_ok() {
+                    self.owned = None;
+                }
                 self.shared.mark_over();
                 let name = self.lock.as_ref().expect("until dropped").name();
                 if asked == Some(Operation::Release) {

@@ -106,3 +106,39 @@ async fn inspect_redlock_majority() {
     assert!(!info.held && !info.held_by_me && info.ttl.is_none());
     assert!(!lease.held().await.unwrap());
 }
+
+/// A released lease's token is forgotten at its release, not when its
+/// handle is dropped (Node drops it at garbage collection): inspect asks
+/// Redis about the live leases' tokens only.
+#[tokio::test]
+async fn inspect_sends_no_token_of_a_released_lease_still_in_scope() {
+    let server = Server::start();
+    let client = Client::connect(server.url()).await.unwrap();
+    let name = unique("inspect-released");
+    let mut kept = Vec::new();
+    for _ in 0..3 {
+        let lease = client.acquire(&name, &ttl(10_000)).await.unwrap();
+        lease.release().await.unwrap();
+        kept.push(lease);
+    }
+    let held = client.acquire(&name, &ttl(10_000)).await.unwrap();
+    let monitor = Monitor::start(&server.url());
+    assert!(client.inspect(&name).await.unwrap().held_by_me);
+    monitor.sync();
+    let inspects: Vec<_> = monitor
+        .seen()
+        .into_iter()
+        .filter(|s| {
+            s.args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"evalsha"))
+        })
+        .collect();
+    assert_eq!(inspects.len(), 1, "{inspects:?}");
+    // EVALSHA sha numkeys key(s)... then ARGV: the one live lease's token.
+    let argv = inspects[0].args.iter().skip(3).filter(|a| a.len() == 36);
+    assert_eq!(argv.count(), 1, "tokens sent: {:?}", inspects[0].args.len());
+    held.release().await.unwrap();
+    drop(kept);
+    client.close().await;
+}
