@@ -830,6 +830,17 @@ async fn the_fence_counter_is_exact_on_both_sides_of_2_pow_53() {
     let (url, _server) = redis_url();
     let client = Client::connect(url.as_str()).await.unwrap();
     let options = LockOptions::new(secs(10)).wait(Duration::ZERO);
+    // A fresh name whose fence counter holds `stored`, and its keys.
+    let counter_at = |stored: &str| {
+        let name = unique("counter");
+        let keys = keys(&name);
+        let _: () = redis::cmd("SET")
+            .arg(&*keys.fence())
+            .arg(stored)
+            .query(&mut conn(&url))
+            .unwrap();
+        (name, keys)
+    };
     let next = [
         ("9007199254740989", "9007199254740990"),
         ("9007199254740990", "9007199254740991"),
@@ -839,13 +850,7 @@ async fn the_fence_counter_is_exact_on_both_sides_of_2_pow_53() {
         ("18446744073709551614", "18446744073709551615"),
     ];
     for (stored, fence) in next {
-        let name = unique("counter");
-        let keys = keys(&name);
-        let _: () = redis::cmd("SET")
-            .arg(&*keys.fence())
-            .arg(stored)
-            .query(&mut conn(&url))
-            .unwrap();
+        let (name, keys) = counter_at(stored);
         let lease = client.acquire(&name, &options).await.unwrap();
         assert_eq!(lease.fence().to_string(), fence, "after {stored}");
         assert_eq!(get(&url, &keys.fence()), Some(fence.as_bytes().to_vec()));
@@ -853,28 +858,14 @@ async fn the_fence_counter_is_exact_on_both_sides_of_2_pow_53() {
     }
     // Below the clock (server ms x 1024), the clock wins, leading zeros or not.
     for stored in ["42", "000000000000042"] {
-        let name = unique("counter");
-        let _: () = redis::cmd("SET")
-            .arg(&*keys(&name).fence())
-            .arg(stored)
-            .query(&mut conn(&url))
-            .unwrap();
+        let (name, _) = counter_at(stored);
         let lease = client.acquire(&name, &options).await.unwrap();
-        assert!(
-            lease.fence() > 1 << 50 && lease.fence() % 1024 == 0,
-            "{}",
-            lease.fence()
-        );
+        let fence = lease.fence();
+        assert!(fence > 1 << 50 && fence % 1024 == 0, "{fence}");
         lease.release().await.unwrap();
     }
     for unreadable in ["18446744073709551615", "1e15", "-5", "", "12a"] {
-        let name = unique("counter");
-        let keys = keys(&name);
-        let _: () = redis::cmd("SET")
-            .arg(&*keys.fence())
-            .arg(unreadable)
-            .query(&mut conn(&url))
-            .unwrap();
+        let (name, keys) = counter_at(unreadable);
         let err = client.acquire(&name, &options).await.unwrap_err();
         assert!(
             matches!(err, Error::Redis { .. }),
