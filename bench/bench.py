@@ -201,19 +201,22 @@ def hold_and_measure(a, lang: str, kind: str, r) -> dict | None:
     return rec
 
 
-def script_text(name: str) -> bytes:
+def on_disk(path: str) -> bytes:
+    """A file of core/src/scripts/, as it is in the working tree."""
+    with open(os.path.join(SCRIPTS, path), "rb") as f:
+        return f.read()
+
+
+def script_text(name: str, read=on_disk) -> bytes:
     """The script's text as core/src/scripts.rs builds it: its `script!` line
-    names the prelude fragments prepended to the body."""
-    with open(os.path.join(SCRIPTS, "..", "scripts.rs")) as f:
-        m = re.search(r'script!\(\[([^\]]*)\],\s*"' + re.escape(name) + r'"\)', f.read())
+    names the prelude fragments prepended to the body. `read(path)` reads a
+    path relative to core/src/scripts/ (tools/script_cost.py reads another
+    revision's)."""
+    m = re.search(r'script!\(\[([^\]]*)\],\s*"' + re.escape(name) + r'"\)', read("../scripts.rs").decode())
     if not m:
         raise RuntimeError(f"no script!(..., \"{name}\") in core/src/scripts.rs")
-    parts = [os.path.join("prelude", p + ".lua") for p in re.findall(r'"(\w+)"', m.group(1))]
-    text = b""
-    for part in parts + [name + ".lua"]:
-        with open(os.path.join(SCRIPTS, part), "rb") as f:
-            text += f.read()
-    return text
+    parts = [f"prelude/{p}.lua" for p in re.findall(r'"(\w+)"', m.group(1))]
+    return b"".join(read(part) for part in parts + [name + ".lua"])
 
 
 def script_sha(name: str) -> str:

@@ -13,38 +13,30 @@ Use an otherwise idle server: the figures are the whole server's.
 """
 import argparse
 import os
-import re
 import statistics
 import subprocess
+import sys
 
 import redis
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench import SCRIPTS, on_disk, script_text  # noqa: E402
+
 NAMES, PIPELINES = 64, 200
 TOKEN = "0123456789abcdef0123456789abcdef0123"
 FLOOR_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
-def reader(rev):
-    """A function reading a path of the repository, at `rev` or (None) on disk."""
+def at_revision(rev):
+    """`bench.script_text`'s reader for core/src/scripts/ at git revision `rev`."""
     def read(path):
-        if rev is None:
-            with open(os.path.join(ROOT, path), "rb") as f:
-                return f.read()
-        return subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{path}"],
+        return subprocess.run(["git", "-C", SCRIPTS, "show", f"{rev}:./{path}"],
                               capture_output=True, check=True).stdout
     return read
 
 
-def script_text(read, name):
-    """As core/src/scripts.rs builds it: the prelude fragments, then the body."""
-    m = re.search(rb'script!\(\[([^\]]*)\],\s*"' + name.encode() + rb'"\)', read("core/src/scripts.rs"))
-    parts = [f"prelude/{p.decode()}.lua" for p in re.findall(rb'"(\w+)"', m.group(1))] + [f"{name}.lua"]
-    return b"".join(read(f"core/src/scripts/{p}") for p in parts)
-
-
 def fencelock(r, read):
-    acquire, release = (r.script_load(script_text(read, n)) for n in ("acquire", "release"))
+    acquire, release = (r.script_load(script_text(n, read)) for n in ("acquire", "release"))
 
     def cycle(p, i):
         p.evalsha(acquire, 2, f"fencelock:{{cost:{i}}}", f"fencelock:{{cost:{i}}}:fence", TOKEN, 10000, 70000)
@@ -79,9 +71,9 @@ def main():
     ap.add_argument("--against", help="a git revision whose scripts to measure too")
     a = ap.parse_args()
     r = redis.Redis.from_url(a.url)
-    variants = {"floor: SET NX PX + EVALSHA": floor(r), "fencelock": fencelock(r, reader(None))}
+    variants = {"floor: SET NX PX + EVALSHA": floor(r), "fencelock": fencelock(r, on_disk)}
     if a.against:
-        variants[f"fencelock at {a.against}"] = fencelock(r, reader(a.against))
+        variants[f"fencelock at {a.against}"] = fencelock(r, at_revision(a.against))
     for cycle in variants.values():
         server_us_per_cycle(r, cycle, 10)  # warm: the keys' counters exist, as in a running app
     got = {name: [] for name in variants}

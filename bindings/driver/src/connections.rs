@@ -41,7 +41,8 @@ pub(crate) struct Connections {
 impl Connections {
     /// Note that an acquire of this client holds (or may come to hold)
     /// `token` for `name`, until the returned guard is dropped (the lease
-    /// actor's end): `Client::inspect`'s `held_by_me` asks Redis about these.
+    /// actor's end, or an inline lease's release that succeeded):
+    /// `Client::inspect`'s `held_by_me` asks Redis about these.
     pub(crate) fn own(self: &Arc<Self>, name: &LockName, token: &Token) -> Owned {
         self.owned
             .lock()
