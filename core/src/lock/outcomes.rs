@@ -56,17 +56,19 @@ impl Outcome {
             (_, Reply::Error(message)) => Outcome::Failed(message),
             (_, Reply::Unknown(message)) => Outcome::Unknown(message),
             (Role::Acquire, Reply::Array(items)) => match items.as_slice() {
-                [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
-                    Outcome::Yes(fence_value(fence).expect("checked"))
-                }
+                [Reply::Int(1), fence] => match granted_fence(fence) {
+                    Some(fence) => Outcome::Yes(fence),
+                    None => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
+                },
                 [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
                 // A reply we cannot read may still mean the script ran.
                 _ => Outcome::Unknown("unexpected reply to the acquire script".to_owned()),
             },
             (Role::Handoff, Reply::Array(items)) => match items.as_slice() {
-                [Reply::Int(1), fence] if fence_value(fence).is_some_and(|f| f > 0) => {
-                    Outcome::HandedOver(fence_value(fence).expect("checked"))
-                }
+                [Reply::Int(1), fence] => match granted_fence(fence) {
+                    Some(fence) => Outcome::HandedOver(fence),
+                    None => Outcome::Unknown("unexpected reply to the handoff script".to_owned()),
+                },
                 [Reply::Int(2), Reply::Int(1)] => Outcome::Yes(1),
                 [Reply::Int(2), Reply::Int(0)] => Outcome::Yes(2),
                 [Reply::Int(0), Reply::Int(pttl)] => Outcome::No(*pttl),
@@ -76,9 +78,10 @@ impl Outcome {
             (Role::Handoff, _) => {
                 Outcome::Unknown("unexpected reply to the handoff script".to_owned())
             }
-            (Role::RaiseFence, counter) if fence_value(&counter).is_some() => {
-                Outcome::Yes(fence_value(&counter).expect("checked"))
-            }
+            (Role::RaiseFence, counter) => match fence_value(&counter) {
+                Some(fence) => Outcome::Yes(fence),
+                None => Outcome::Failed("unexpected reply from Redis".to_owned()),
+            },
             (Role::Release, Reply::Int(2)) => Outcome::Yes(2),
             (Role::Extend | Role::Release, Reply::Int(1)) => Outcome::Yes(1),
             (Role::Extend | Role::Release, Reply::Int(0)) => Outcome::No(0),
@@ -123,8 +126,55 @@ pub(super) fn not_published(reply: &Reply) -> bool {
 /// integer reply from a server that converted it.
 fn fence_value(reply: &Reply) -> Option<u64> {
     match reply {
-        Reply::Bulk(digits) => std::str::from_utf8(digits).ok()?.parse().ok(),
+        Reply::Bulk(digits) => decimal(digits),
         Reply::Int(n) => u64::try_from(*n).ok(),
         _ => None,
+    }
+}
+
+/// A grant's fence: issued fences start at 1.
+fn granted_fence(reply: &Reply) -> Option<u64> {
+    fence_value(reply).filter(|&fence| fence > 0)
+}
+
+/// ASCII digits only (no sign, no spaces), within u64: read on every
+/// grant, so without `str` validation and `FromStr`'s generality.
+fn decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &byte| {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal;
+
+    #[test]
+    fn decimal_reads_every_u64_and_nothing_else() {
+        for n in [0, 1, 9, 10, 1 << 53, (1 << 53) + 1, u64::MAX - 1, u64::MAX] {
+            assert_eq!(decimal(n.to_string().as_bytes()), Some(n));
+        }
+        assert_eq!(decimal(b"0007"), Some(7));
+        for bad in [
+            &b""[..],
+            b"18446744073709551616",
+            b"+5",
+            b"-5",
+            b" 5",
+            b"5 ",
+            b"1e3",
+            b"12a",
+            b"/",
+            b":",
+        ] {
+            assert_eq!(decimal(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 }
