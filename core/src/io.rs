@@ -90,21 +90,41 @@ pub enum Event {
 }
 
 /// Tunables with the defaults node-redlock and Redisson users expect.
+/// Whole milliseconds (`u32`): every lease keeps one in its `Lock`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
+    max_delay_ms: u32,
+    jitter_ms: u32,
+}
+
+impl RetryPolicy {
+    /// Both rounded down to whole milliseconds, at most `u32::MAX` ms.
+    #[must_use]
+    pub fn new(max_delay: Duration, jitter: Duration) -> Self {
+        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        RetryPolicy {
+            max_delay_ms: ms(max_delay),
+            jitter_ms: ms(jitter),
+        }
+    }
+
     /// Upper bound on any single wait between attempts, so a missed
     /// notification costs at most this much latency.
-    pub max_delay: Duration,
+    #[must_use]
+    pub fn max_delay(&self) -> Duration {
+        Duration::from_millis(self.max_delay_ms.into())
+    }
+
     /// Random extra delay (0..=jitter) so waiters on several clients do not
     /// stampede together.
-    pub jitter: Duration,
+    #[must_use]
+    pub fn jitter(&self) -> Duration {
+        Duration::from_millis(self.jitter_ms.into())
+    }
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy {
-            max_delay: Duration::from_millis(1000),
-            jitter: Duration::from_millis(5),
-        }
+        RetryPolicy::new(Duration::from_millis(1000), Duration::from_millis(5))
     }
 }

@@ -92,7 +92,7 @@ impl Kind {
     /// (the retry policy's `max_delay`), so only a crashed or partitioned
     /// waiter loses it.
     pub fn line_patience(retry: &RetryPolicy) -> Duration {
-        (retry.max_delay * 3).max(Duration::from_millis(100))
+        (retry.max_delay() * 3).max(Duration::from_millis(100))
     }
 
     /// How many of `nodes` independent nodes (Redlock) must grant, extend

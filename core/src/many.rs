@@ -383,11 +383,11 @@ impl AcquireMany {
         let policy = self.members[0].retry;
         let base = match pttl {
             p if p >= 0 => Duration::from_millis(p as u64),
-            -1 => policy.max_delay,
+            -1 => policy.max_delay(),
             _ => Duration::ZERO,
         };
-        let jitter = self.random_up_to(policy.jitter);
-        self.retry_at = Some(now + base.min(policy.max_delay) + jitter);
+        let jitter = self.random_up_to(policy.jitter());
+        self.retry_at = Some(now + base.min(policy.max_delay()) + jitter);
     }
 
     /// An attempt is due: now, or once the compensating releases are in.

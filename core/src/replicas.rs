@@ -4,8 +4,6 @@
 //! script on the same connection (pipelined: still one round trip) and hands
 //! back both replies; this module reads them, `lock/` decides.
 
-use std::time::Duration;
-
 use crate::{Error, LockName, NotAcquiredReason, Reply};
 
 /// "Also run `WAIT replicas timeout` after the script, on the same
@@ -13,7 +11,9 @@ use crate::{Error, LockName, NotAcquiredReason, Reply};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaitReplicas {
     pub replicas: u32,
-    pub timeout: Duration,
+    /// `WAIT`'s own unit (a command carries this; so does every lease's
+    /// queued command, hence not a 16-byte `Duration`).
+    pub timeout_ms: u32,
 }
 
 /// The one range rule for `replicas=N`: a whole number from 0 to 2^32 - 1.

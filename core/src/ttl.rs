@@ -79,15 +79,17 @@ impl Ttl {
 /// Renewal stops once it is reached, so the lease then runs out at the end of
 /// its last validity window and is lost like one whose renewal failed. A
 /// lease that does not auto-renew accepts it and ignores it.
+/// Never 0, so an `Option<MaxHold>` (every lease's config has one) takes
+/// 8 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MaxHold(u64);
+pub struct MaxHold(std::num::NonZeroU64);
 
 impl MaxHold {
     pub fn from_millis(ms: u64) -> Result<Self, Error> {
-        if ms == 0 {
+        let Some(ms) = std::num::NonZeroU64::new(ms) else {
             return Err(Error::invalid("max hold must be positive"));
-        }
-        if ms > MAX_TTL_MS {
+        };
+        if ms.get() > MAX_TTL_MS {
             return Err(Error::invalid(format!(
                 "max hold must be at most {MAX_TTL_MS} ms"
             )));
@@ -118,11 +120,11 @@ impl MaxHold {
     }
 
     pub const fn as_millis(self) -> u64 {
-        self.0
+        self.0.get()
     }
 
     pub const fn as_duration(self) -> Duration {
-        Duration::from_millis(self.0)
+        Duration::from_millis(self.0.get())
     }
 }
 

@@ -52,7 +52,7 @@ fn granted(fence: i64) -> Reply {
 
 const WAIT_ONE: Option<WaitReplicas> = Some(WaitReplicas {
     replicas: 1,
-    timeout: Duration::from_millis(100),
+    timeout_ms: 100,
 });
 
 #[test]

@@ -19,11 +19,10 @@ pub(crate) async fn send(
         return conn.req_packed_command(&script).await;
     };
     let mut pipe = redis::pipe();
-    pipe.add_command(script).cmd("WAIT").arg(wait.replicas).arg(
-        u64::try_from(wait.timeout.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1),
-    );
+    pipe.add_command(script)
+        .cmd("WAIT")
+        .arg(wait.replicas)
+        .arg(wait.timeout_ms.max(1));
     let values = conn.req_packed_commands(&pipe, 0, 2).await?;
     Ok(Value::Array(values))
 }

@@ -907,7 +907,7 @@ fn command_record(command: &fencelock_core::Command) -> JsValue {
     if let Some(wait) = command.wait_replicas {
         let pair: Array = [
             JsValue::from(wait.replicas),
-            JsValue::from(wait.timeout.as_millis() as f64),
+            JsValue::from(f64::from(wait.timeout_ms)),
         ]
         .iter()
         .collect();

@@ -104,7 +104,7 @@ impl Lock {
         } else {
             let kind = RoundKind::WriteBack {
                 fence: max,
-                already: yes - lagging.len(),
+                already: u32::try_from(yes - lagging.len()).unwrap_or(u32::MAX),
             };
             let mut write_back = self.fan_out(now, kind, round.ttl, |node| lagging.contains(&node));
             // Validity and renewal still count from the attempt's send.
@@ -143,7 +143,7 @@ impl Lock {
         }
         let step = Duration::from_millis(10)
             .saturating_mul(1 << self.unreachable_rounds.min(16))
-            .min(self.config.retry.max_delay);
+            .min(self.config.retry.max_delay());
         self.unreachable_rounds = self.unreachable_rounds.saturating_add(1);
         let delay = step / 2 + self.random_up_to(step / 2);
         self.timers.set(Timer::Retry, now + delay);
@@ -166,12 +166,12 @@ impl Lock {
         let base = match holder_pttl {
             Some(pttl) if pttl >= 0 => Duration::from_millis(pttl as u64),
             // -1: a key without expiry (not ours to judge); -2 or none: gone.
-            Some(-1) => policy.max_delay,
+            Some(-1) => policy.max_delay(),
             _ => Duration::ZERO,
         };
-        let jitter = self.random_up_to(policy.jitter);
+        let jitter = self.random_up_to(policy.jitter());
         self.timers
-            .set(Timer::Retry, now + base.min(policy.max_delay) + jitter);
+            .set(Timer::Retry, now + base.min(policy.max_delay()) + jitter);
     }
 
     pub(super) fn finish_write_back(
@@ -197,7 +197,7 @@ impl Lock {
         // A place left where a node said no goes with the lease's release
         // (which leaves the line on every node) or expires.
         self.on_node.iter_mut().for_each(|n| n.queued = false);
-        self.fence = Some(fence);
+        self.fence = fence;
         self.state = State::Held;
         self.stats.granted_attempt_sent = Some(sent_at);
         if self.renewing {

@@ -39,7 +39,7 @@ mod timers;
 mod tests;
 
 pub use self::handoff::{Handoff, Successor};
-use self::outbox::Outbox;
+use self::outbox::{Outbox, Queued};
 use self::outcomes::Outcome;
 use self::rounds::{Round, RoundKind, Sent};
 use self::timers::{Timer, TimerTable};
@@ -142,7 +142,7 @@ pub struct Lock {
     config: LockConfig,
     state: State,
     commands: Outbox<Command>,
-    events: Outbox<Event>,
+    events: Outbox<Queued>,
     next_id: u64,
     rng: u64,
 
@@ -173,7 +173,8 @@ pub struct Lock {
     /// Consecutive attempts without a quorum of answering nodes (backoff).
     unreachable_rounds: u32,
 
-    fence: Option<u64>,
+    /// The lease's fence once granted; 0 before (fences start at 1).
+    fence: u64,
     current_ttl: Ttl,
     lost: bool,
     /// Auto-renewal still wanted: `auto_renew`, until `stop_renewing`.
@@ -263,7 +264,7 @@ impl Lock {
             wake_id,
             reason: NotAcquiredReason::Held,
             unreachable_rounds: 0,
-            fence: None,
+            fence: 0,
             lost: false,
             renewing,
             renew_until: Instant::NEVER,
@@ -279,7 +280,13 @@ impl Lock {
     /// "replicas"), an extend or renewal with `LockLost`. 0 (the default)
     /// waits for nothing. Call before `acquire`.
     pub fn require_replicas(&mut self, replicas: u32, timeout: Duration) {
-        self.replicas = (replicas > 0).then(|| Box::new(WaitReplicas { replicas, timeout }));
+        let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        self.replicas = (replicas > 0).then(|| {
+            Box::new(WaitReplicas {
+                replicas,
+                timeout_ms,
+            })
+        });
     }
 
     fn replicas(&self) -> Option<WaitReplicas> {
@@ -623,7 +630,7 @@ impl Lock {
         match round.kind {
             RoundKind::Attempt => self.finish_attempt(now, round),
             RoundKind::WriteBack { fence, already } => {
-                self.finish_write_back(now, round, fence, already)
+                self.finish_write_back(now, round, fence, already as usize)
             }
             RoundKind::Release | RoundKind::Handoff => self.finish_release(round),
             RoundKind::Extend { .. } => unreachable!("extends run in their own slot"),
@@ -648,7 +655,7 @@ impl Lock {
     /// The next event to act on, in order; drain until `None` after the commands.
     #[must_use = "an event polled and dropped is lost: it is reported once"]
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.events.pop_front().map(Event::from)
     }
 
     // ---- getters ------------------------------------------------------------
@@ -710,7 +717,7 @@ impl Lock {
     /// The fencing token, once acquired.
     #[must_use]
     pub fn fence(&self) -> Option<u64> {
-        self.fence
+        (self.fence > 0).then_some(self.fence)
     }
 
     /// Until when the holder may assume exclusivity (drift already taken off).

@@ -1,7 +1,7 @@
 //! Holding: extends and auto-renewals, what their replies mean for the
 //! lease, and putting the key back where a node lost it.
 
-use super::outbox::Outbox;
+use super::outbox::{Outbox, Queued};
 
 use super::outcomes::Outcome;
 use super::rounds::{Round, RoundKind, Sent};
@@ -57,7 +57,7 @@ impl Lock {
             unreachable!("only extends here")
         };
         let lost = self.lock_lost();
-        let tell = |events: &mut Outbox<Event>, event: Event| {
+        let tell = |events: &mut Outbox<Queued>, event: Event| {
             events.extend(std::iter::repeat_n(event, callers));
         };
         let yes = round
@@ -124,7 +124,7 @@ impl Lock {
                 &mut self.events,
                 Event::ExtendFailed(Error::redis(Some(&self.config.name), message)),
             );
-            let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay);
+            let retry = (self.current_ttl.as_duration() / 10).min(self.config.retry.max_delay());
             self.schedule_renewal(now + retry);
         }
     }
@@ -136,7 +136,7 @@ impl Lock {
     /// leave us below quorum. An extend still counts only the nodes that
     /// have our token when it runs.
     fn reclaim(&mut self, round: &Round) {
-        let Some(fence) = self.fence else { return };
+        let Some(fence) = self.fence() else { return };
         for &Sent {
             node, ref outcome, ..
         } in &round.sent

@@ -34,8 +34,9 @@ pub(super) enum RoundKind {
     /// Raising lagging fencing counters to `fence` before the lease is returned.
     WriteBack {
         fence: u64,
-        /// Granting nodes already at `fence`.
-        already: usize,
+        /// Granting nodes already at `fence` (a node count: 4 bytes keep
+        /// the kind, and every lock's round, 8 smaller).
+        already: u32,
     },
     Extend {
         /// Extend calls waiting for this round; 0 for an auto-renewal.
@@ -100,7 +101,7 @@ impl Round {
                 let top = self.granted().map(|(_, f)| f).max();
                 self.granted().filter(|&(_, f)| Some(f) == top).count()
             }
-            RoundKind::WriteBack { fence, already } => already + self.raised(fence),
+            RoundKind::WriteBack { fence, already } => already as usize + self.raised(fence),
             RoundKind::Release => self
                 .outcomes()
                 .filter(|o| o.as_ref().is_some_and(Outcome::released))
