@@ -174,6 +174,7 @@ impl Client {
                     actors: tokio_util::task::TaskTracker::new(),
                     owned: Default::default(),
                     keyspace: keyspace.clone(),
+                    runtime: handle.clone(),
                 }))),
                 keyspace,
                 fence_grace: config.fence_grace,

@@ -36,6 +36,9 @@ pub(crate) struct Connections {
     /// them (`Lease::held`) instead of keeping a copy of its own. Shared
     /// with the client, which keeps it past `close`.
     pub keyspace: Arc<KeySpace>,
+    /// The client's runtime: what a lease finishes in the background (a
+    /// release nobody waited for) runs there.
+    pub runtime: tokio::runtime::Handle,
 }
 
 impl Connections {
@@ -155,12 +158,30 @@ impl Tokens {
 }
 
 /// See [`Connections::own`].
-/// Weak: an inline lease keeps one while held, and must not keep a closed
-/// client's connections open.
+/// Weak: it must not keep a closed client's connections open.
 pub(crate) struct Owned {
     conns: std::sync::Weak<Connections>,
     name: LockName,
     token: Token,
+}
+
+impl Owned {
+    /// The guard of a token [`Connections::own`] recorded, for a holder
+    /// that kept only a flag ([`Owned::keep`]).
+    pub(crate) fn adopt(conns: &Arc<Connections>, name: &LockName, token: &Token) -> Owned {
+        Owned {
+            conns: Arc::downgrade(conns),
+            name: name.clone(),
+            token: token.clone(),
+        }
+    }
+
+    /// Keep the record, drop the guard: an inline lease, which has the
+    /// name, the token and the connections already, keeps a flag instead
+    /// of these 40 bytes, and adopts the guard again to end the record.
+    pub(crate) fn keep(mut self) {
+        self.conns = std::sync::Weak::new();
+    }
 }
 
 impl Drop for Owned {

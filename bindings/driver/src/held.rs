@@ -54,14 +54,12 @@ impl<F: Future> Future for Entered<F> {
 
 /// A won inline lock becomes its lease's cell; `events` are what the core
 /// said while winning, besides the grant.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn hold(
     lock: Lock,
     turn: Option<Turn>,
     owned: Option<Owned>,
     conns: &Arc<Connections>,
     shared: Arc<Shared>,
-    runtime: Handle,
     seen: metrics::Seen,
     events: Vec<Event>,
 ) -> HeldCell {
@@ -69,10 +67,9 @@ pub(crate) fn hold(
         lock: Some(lock),
         turn,
         promise: None,
-        owned,
+        owns: owned.map(Owned::keep).is_some(),
         conns: Arc::downgrade(conns),
         shared: Arc::clone(&shared),
-        runtime: runtime.clone(),
         seen,
         in_flight: InFlight::Idle,
         asked: None,
@@ -85,7 +82,7 @@ pub(crate) fn hold(
         }
         // Someone lining up behind us needs our loss noticed in time.
         if let Some(turn) = &held.turn {
-            let weak = Arc::downgrade(&cell);
+            let (weak, runtime) = (Arc::downgrade(&cell), conns.runtime.clone());
             turn.when_waited_for(Box::new(move || {
                 if shared.start_watching() {
                     arm(weak, &runtime);
@@ -104,10 +101,10 @@ pub(crate) struct Held {
     /// The waiter our release in flight hands the lock to (with `turn`).
     /// Boxed, as is an error answer: a held lease keeps this cell.
     promise: Option<Box<Promise>>,
-    owned: Option<Owned>,
+    /// `Connections::owned` has our token (see [`Owned::keep`]).
+    owns: bool,
     conns: Weak<Connections>,
     shared: Arc<Shared>,
-    runtime: Handle,
     seen: metrics::Seen,
     /// Commands sent whose replies the core has not had.
     in_flight: InFlight,
@@ -119,6 +116,16 @@ pub(crate) struct Held {
 impl Held {
     fn lock(&mut self) -> &mut Lock {
         self.lock.as_mut().expect("until dropped")
+    }
+
+    /// The guard of our token's record, once: dropped, it ends the record.
+    fn owned(&mut self) -> Option<Owned> {
+        let lock = self
+            .lock
+            .as_ref()
+            .filter(|_| std::mem::take(&mut self.owns))?;
+        let conns = self.conns.upgrade()?;
+        Some(Owned::adopt(&conns, lock.name(), lock.token()))
     }
 
     pub(crate) fn extend(&mut self, ttl: Option<Ttl>) -> Result<(), Error> {
@@ -201,7 +208,7 @@ impl Held {
                 // which a garbage-collected front end puts off: one name's
                 // released leases piled up there, each drop a scan of them.
                 if result.is_ok() {
-                    self.owned = None;
+                    drop(self.owned());
                 }
                 self.shared.mark_over();
                 let name = self.lock.as_ref().expect("until dropped").name();
@@ -244,6 +251,7 @@ impl Drop for Held {
     /// Won, but nobody claimed the lease: release it (in a task), do not
     /// leave it held. Claimed and dropped: the key expires by its TTL.
     fn drop(&mut self) {
+        let owned = self.owned();
         let Some(mut lock) = self.lock.take() else {
             return;
         };
@@ -262,10 +270,10 @@ impl Drop for Held {
                 Arc::clone(&conns),
                 lock,
                 self.turn.take(),
-                self.owned.take(),
+                owned,
                 std::mem::take(&mut self.seen),
             );
-            conns.actors.spawn_on(finish, &self.runtime);
+            conns.actors.spawn_on(finish, &conns.runtime);
         }
     }
 }
@@ -290,7 +298,7 @@ impl Drop for Running {
         let Some(conns) = held.conns.upgrade() else {
             return;
         };
-        let runtime = held.runtime.clone();
+        let runtime = conns.runtime.clone();
         let tracker = conns.actors.clone();
         tracker.spawn_on(
             async move {

@@ -214,7 +214,6 @@ fn grant(mut attempt: Attempt, parts: LeaseParts, started: std::time::Instant) -
         attempt.owned.take(),
         &attempt.conns,
         Arc::clone(&shared),
-        runtime.clone(),
         std::mem::take(&mut attempt.seen),
         others,
     );

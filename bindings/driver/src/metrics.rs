@@ -278,18 +278,22 @@ pub(crate) fn released(name: &LockName, result: &Result<(), Error>) {
 }
 
 /// What of one lock's core [`LockStats`] was recorded already: the actor
-/// hands in the stats after each reply and the changes are recorded.
+/// hands in the stats after each reply and the changes are recorded. Only
+/// the counters (a held lease keeps this).
 #[derive(Debug, Default)]
-pub(crate) struct Seen(LockStats);
+pub(crate) struct Seen {
+    contended: u32,
+    renewals: u32,
+    failed: u32,
+}
 
 impl Seen {
     pub(crate) fn record(&mut self, name: &LockName, now: LockStats) {
-        let seen = std::mem::replace(&mut self.0, now);
-        let contended = now
-            .contended_attempts
-            .saturating_sub(seen.contended_attempts);
-        let renewed = now.renewals.saturating_sub(seen.renewals);
-        let failed = now.failed_renewals.saturating_sub(seen.failed_renewals);
+        let contended = now.contended_attempts.saturating_sub(self.contended);
+        let renewed = now.renewals.saturating_sub(self.renewals);
+        let failed = now.failed_renewals.saturating_sub(self.failed);
+        (self.contended, self.renewals, self.failed) =
+            (now.contended_attempts, now.renewals, now.failed_renewals);
         if contended + renewed + failed == 0 {
             return;
         }
