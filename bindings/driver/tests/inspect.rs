@@ -107,6 +107,27 @@ async fn inspect_redlock_majority() {
     assert!(!lease.held().await.unwrap());
 }
 
+/// The tokens (36-byte arguments) of the one `inspect` of `name` made by
+/// `client` while MONITOR watched.
+async fn tokens_inspect_sends(client: &Client, server: &Server, name: &str) -> (bool, usize) {
+    let monitor = Monitor::start(&server.url());
+    let held_by_me = client.inspect(name).await.unwrap().held_by_me;
+    monitor.sync();
+    let inspects: Vec<_> = monitor
+        .seen()
+        .into_iter()
+        .filter(|s| {
+            s.args
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"evalsha"))
+        })
+        .collect();
+    assert_eq!(inspects.len(), 1, "{inspects:?}");
+    // EVALSHA sha numkeys key(s)... then ARGV: our leases' tokens.
+    let tokens = inspects[0].args.iter().skip(3).filter(|a| a.len() == 36);
+    (held_by_me, tokens.count())
+}
+
 /// A released lease's token is forgotten at its release, not when its
 /// handle is dropped (Node drops it at garbage collection): inspect asks
 /// Redis about the live leases' tokens only.
@@ -122,23 +143,35 @@ async fn inspect_sends_no_token_of_a_released_lease_still_in_scope() {
         kept.push(lease);
     }
     let held = client.acquire(&name, &ttl(10_000)).await.unwrap();
-    let monitor = Monitor::start(&server.url());
-    assert!(client.inspect(&name).await.unwrap().held_by_me);
-    monitor.sync();
-    let inspects: Vec<_> = monitor
-        .seen()
-        .into_iter()
-        .filter(|s| {
-            s.args
-                .first()
-                .is_some_and(|c| c.eq_ignore_ascii_case(b"evalsha"))
-        })
-        .collect();
-    assert_eq!(inspects.len(), 1, "{inspects:?}");
-    // EVALSHA sha numkeys key(s)... then ARGV: the one live lease's token.
-    let argv = inspects[0].args.iter().skip(3).filter(|a| a.len() == 36);
-    assert_eq!(argv.count(), 1, "tokens sent: {:?}", inspects[0].args.len());
+    assert_eq!(
+        tokens_inspect_sends(&client, &server, &name).await,
+        (true, 1)
+    );
     held.release().await.unwrap();
     drop(kept);
+    client.close().await;
+}
+
+/// A lease dropped while held leaves its key to expire, and its token is
+/// forgotten with it: the client no longer counts the lock as its own.
+#[tokio::test]
+async fn a_lease_dropped_while_held_is_forgotten() {
+    let server = Server::start();
+    let client = Client::connect(server.url()).await.unwrap();
+    let name = unique("inspect-dropped");
+    let lease = client.acquire(&name, &ttl(10_000)).await.unwrap();
+    assert_eq!(
+        tokens_inspect_sends(&client, &server, &name).await,
+        (true, 1)
+    );
+    drop(lease);
+    assert!(
+        client.inspect(&name).await.unwrap().held,
+        "the key runs out by its TTL"
+    );
+    assert_eq!(
+        tokens_inspect_sends(&client, &server, &name).await,
+        (false, 0)
+    );
     client.close().await;
 }
