@@ -1,15 +1,24 @@
-//! One process-wide tokio runtime, recreated in a forked child.
+//! The process's tokio runtimes, recreated in a forked child: one for the
+//! blocking calls (`Client`), one for the awaitables (`AsyncClient`).
 //!
-//! tokio's worker threads do not survive `fork()`: a child that kept using the
-//! parent's runtime would hang on its first call. So the runtime is stored
+//! A blocking call runs its future on the calling thread ([`block_on`]);
+//! the multi-thread runtime's workers drive the sockets, and with several
+//! Python threads contending for one name two workers serve them better
+//! than one. An awaitable runs on a single-thread runtime of its own (as in
+//! the Node addon): an event loop is one thread, and a second worker only
+//! added wake-ups (asyncio S3: 5,000 acquisitions/s on two workers, 5,800
+//! on one, at less CPU each; `bench/README.md`).
+//!
+//! tokio's threads do not survive `fork()`: a child that kept using the
+//! parent's runtime would hang on its first call. So each runtime is stored
 //! together with the pid that built it; a call from another pid (the child)
 //! abandons the parent's runtime (leaked, never dropped: dropping it would
 //! try to join threads that do not exist in the child) and builds a fresh one.
 //! `os.register_at_fork(after_in_child=...)` does the same eagerly.
 //!
-//! The slot's mutex is only ever locked by threads attached to Python (they
-//! hold the GIL). `os.fork()` also holds the GIL, so no thread can be inside
-//! the mutex at the moment of the fork and the child never finds it locked.
+//! The slots' mutexes are only ever locked by threads attached to Python
+//! (they hold the GIL). `os.fork()` also holds the GIL, so no thread can be
+//! inside one at the moment of the fork and the child never finds it locked.
 //! Code running on tokio threads uses `Handle::try_current()` instead.
 //!
 //! Asyncio awaitables ([`future_into_py`]) deliver their results through a
@@ -41,8 +50,9 @@ use crate::interpreter;
 use crate::process_local::ProcessLocal;
 
 static RUNTIME: Mutex<Option<ProcessLocal<Arc<Runtime>>>> = Mutex::new(None);
+static LOOP_RUNTIME: Mutex<Option<ProcessLocal<Handle>>> = Mutex::new(None);
 
-/// The runtime of this process, built on first use (and again after a fork).
+/// The blocking calls' runtime, built on first use (and again after a fork).
 /// Call only while attached to Python (see the module docs).
 pub fn runtime() -> Arc<Runtime> {
     let mut slot = RUNTIME
@@ -63,10 +73,30 @@ pub fn runtime() -> Arc<Runtime> {
     runtime
 }
 
-/// A handle to spawn on: the current runtime when called from one of its
-/// threads, otherwise this process's runtime.
-pub fn handle() -> Handle {
-    Handle::try_current().unwrap_or_else(|_| runtime().handle().clone())
+/// Where awaitables run: the current runtime when called from one of its
+/// threads, otherwise the awaitables' runtime (one thread, built on first
+/// use and again after a fork). Called by the event loop's thread.
+pub fn loop_handle() -> Handle {
+    if let Ok(current) = Handle::try_current() {
+        return current;
+    }
+    let mut slot = LOOP_RUNTIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(handle) = slot.as_ref().and_then(ProcessLocal::get) {
+        return handle.clone();
+    }
+    let runtime = Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("fencelock: cannot start the tokio runtime");
+    let handle = runtime.handle().clone();
+    std::thread::Builder::new()
+        .name("fencelock-asyncio".into())
+        .spawn(move || runtime.block_on(std::future::pending::<()>()))
+        .expect("fencelock: cannot start the runtime thread");
+    *slot = Some(ProcessLocal::new(handle.clone()));
+    handle
 }
 
 /// Called by `os.register_at_fork(after_in_child=...)`: forget the parent's
@@ -76,6 +106,12 @@ pub fn _after_fork_in_child() {
     // Dropped in the child: forgotten, never torn down.
     drop(
         RUNTIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take(),
+    );
+    drop(
+        LOOP_RUNTIME
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take(),
@@ -115,7 +151,7 @@ tokio::task_local! {
     static TASK_LOCALS: OnceCell<TaskLocals>;
 }
 
-/// `pyo3_async_runtimes` glue that spawns on [`handle()`].
+/// `pyo3_async_runtimes` glue that spawns on [`loop_handle()`].
 #[derive(Debug)]
 pub struct ForkSafeRuntime;
 
@@ -127,7 +163,7 @@ impl GenericRuntime for ForkSafeRuntime {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        handle().spawn(fut)
+        loop_handle().spawn(fut)
     }
 
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
@@ -136,7 +172,7 @@ impl GenericRuntime for ForkSafeRuntime {
     {
         // pyo3_async_runtimes delivers results from here with
         // `Python::attach`: skip that once the interpreter is going away.
-        handle().spawn_blocking(move || interpreter::guarded(f))
+        loop_handle().spawn_blocking(move || interpreter::guarded(f))
     }
 }
 
@@ -157,7 +193,7 @@ impl ContextExt for ForkSafeRuntime {
     }
 }
 
-/// Turn a Rust future into a Python awaitable on this process's runtime.
+/// Turn a Rust future into a Python awaitable on the awaitables' runtime.
 /// Cancelling the awaitable drops the future.
 ///
 /// The result reaches the event loop through the loop's [`Completions`]: the
@@ -181,7 +217,7 @@ where
         future: Some(future.clone().unbind()),
         completions,
     };
-    let task = handle().spawn(async move {
+    let task = loop_handle().spawn(async move {
         let result = fut.await;
         pending.complete(Box::new(move |py| {
             result.and_then(|value| {
