@@ -255,6 +255,25 @@ pub use watch::{LockWatch, DEFAULT_WATCH_INTERVAL};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A current-thread tokio runtime on a thread of its own, named `name`:
+/// its handle. For a front end whose calls all come from one event-loop
+/// thread (Node's JS thread, an asyncio loop): each call crosses to this
+/// thread and back, and a multi-thread runtime's second worker only adds
+/// wake-ups. The thread runs for the life of the process and never keeps
+/// it alive.
+pub fn runtime_thread(name: &str) -> tokio::runtime::Handle {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("fencelock: cannot start the tokio runtime");
+    let handle = runtime.handle().clone();
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || runtime.block_on(std::future::pending::<()>()))
+        .expect("fencelock: cannot start the runtime thread");
+    handle
+}
+
 /// Check a client's URLs without connecting, as [`ClientConfig::new`]
 /// does: `InvalidArgument` (passwords redacted) if there are none, one is
 /// malformed, or a node is listed twice.

@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::sync::OnceLock;
 
-use tokio::runtime::{Builder, Handle};
+use tokio::runtime::Handle;
 
 static RUNTIME: OnceLock<Handle> = OnceLock::new();
 
@@ -23,16 +23,5 @@ pub fn spawn(task: impl Future<Output = ()> + Send + 'static) {
 }
 
 fn handle() -> &'static Handle {
-    RUNTIME.get_or_init(|| {
-        let runtime = Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("fencelock: cannot start the tokio runtime");
-        let handle = runtime.handle().clone();
-        std::thread::Builder::new()
-            .name("fencelock-tokio".into())
-            .spawn(move || runtime.block_on(std::future::pending::<()>()))
-            .expect("fencelock: cannot start the runtime thread");
-        handle
-    })
+    RUNTIME.get_or_init(|| fencelock::runtime_thread("fencelock-tokio"))
 }

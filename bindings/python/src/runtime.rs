@@ -86,15 +86,7 @@ pub fn loop_handle() -> Handle {
     if let Some(handle) = slot.as_ref().and_then(ProcessLocal::get) {
         return handle.clone();
     }
-    let runtime = Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("fencelock: cannot start the tokio runtime");
-    let handle = runtime.handle().clone();
-    std::thread::Builder::new()
-        .name("fencelock-asyncio".into())
-        .spawn(move || runtime.block_on(std::future::pending::<()>()))
-        .expect("fencelock: cannot start the runtime thread");
+    let handle = fencelock::runtime_thread("fencelock-asyncio");
     *slot = Some(ProcessLocal::new(handle.clone()));
     handle
 }
