@@ -101,10 +101,9 @@ impl RetryPolicy {
     /// Both rounded down to whole milliseconds, at most `u32::MAX` ms.
     #[must_use]
     pub fn new(max_delay: Duration, jitter: Duration) -> Self {
-        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
         RetryPolicy {
-            max_delay_ms: ms(max_delay),
-            jitter_ms: ms(jitter),
+            max_delay_ms: crate::time::millis_u32(max_delay),
+            jitter_ms: crate::time::millis_u32(jitter),
         }
     }
 

@@ -46,3 +46,9 @@ impl Add<Duration> for Instant {
         Instant(self.0.saturating_add(nanos(rhs)))
     }
 }
+
+/// `d` in whole milliseconds (rounded down), at most `u32::MAX`: what the
+/// core keeps per lease where a `Duration`'s 16 bytes would be spare.
+pub(crate) fn millis_u32(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}

@@ -335,3 +335,43 @@ def test_a_stalled_interpreter_loses_only_the_lease_that_expired(
     lost = [rec.getMessage() for rec in caplog.records if rec.name == "fencelock" and "lost" in rec.getMessage()]
     assert any(s_name in m for m in lost), lost
     assert not any(x_name in m for m in lost), lost
+
+
+# --------------------------------------------------------------------------
+# Awaitables run on a runtime thread of their own, one per process.
+
+RUNTIME_THREADS_SCRIPT = """
+import asyncio, os, sys, fencelock
+url, name = sys.argv[1], sys.argv[2]
+
+def named(comm):
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                count += f.read().strip() == comm
+        except FileNotFoundError:
+            pass
+    return count
+
+with fencelock.Client(url) as c:
+    c.acquire(name, ttl=5.0).release()
+before = named("fencelock-async")  # the kernel keeps 15 bytes of a name
+
+async def main():
+    ac = fencelock.AsyncClient(url)
+    await (await ac.acquire(name, ttl=5.0)).release()
+    await ac.close()
+
+asyncio.run(main())
+asyncio.run(main())  # a second event loop shares the thread
+print(before, named("fencelock-async"))
+"""
+
+
+def test_awaitables_share_one_runtime_thread_of_their_own(redis_url: str, name: str) -> None:
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", RUNTIME_THREADS_SCRIPT, redis_url, name],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "1"], done.stdout

@@ -280,7 +280,7 @@ impl Lock {
     /// "replicas"), an extend or renewal with `LockLost`. 0 (the default)
     /// waits for nothing. Call before `acquire`.
     pub fn require_replicas(&mut self, replicas: u32, timeout: Duration) {
-        let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        let timeout_ms = crate::time::millis_u32(timeout);
         self.replicas = (replicas > 0).then(|| {
             Box::new(WaitReplicas {
                 replicas,
