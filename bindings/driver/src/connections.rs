@@ -43,9 +43,10 @@ pub(crate) struct Connections {
 
 impl Connections {
     /// Note that an acquire of this client holds (or may come to hold)
-    /// `token` for `name`, until the returned guard is dropped (the lease
-    /// actor's end, or an inline lease's release that succeeded):
-    /// `Client::inspect`'s `held_by_me` asks Redis about these.
+    /// `token` for `name`, until the returned guard is dropped: at the
+    /// lease actor's end, or for an inline lease (which keeps a flag
+    /// instead, see [`Owned::keep`]) at its release that succeeded or at its
+    /// drop. `Client::inspect`'s `held_by_me` asks Redis about these.
     pub(crate) fn own(self: &Arc<Self>, name: &LockName, token: &Token) -> Owned {
         self.owned
             .lock()
