@@ -229,6 +229,7 @@ mod queue;
 mod replicas;
 mod scan;
 mod sentinel;
+mod submissions;
 mod tls;
 mod topology;
 mod url;
@@ -249,6 +250,7 @@ pub use lease::{Granted, Lease};
 pub use list::{ListedLock, LockList};
 pub use many::{GrantedGroup, LockGroup};
 pub use primitives::{RwLock, Semaphore};
+pub use submissions::{Submissions, Submitted};
 pub use tls::{Pem, TlsOptions};
 pub use topology::Topology;
 pub use watch::{LockWatch, DEFAULT_WATCH_INTERVAL};
@@ -259,8 +261,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// its handle. For a front end whose calls all come from one event-loop
 /// thread (Node's JS thread, an asyncio loop): each call crosses to this
 /// thread and back, and a multi-thread runtime's second worker only adds
-/// wake-ups. The thread runs for the life of the process and never keeps
-/// it alive.
+/// wake-ups ([`Submissions`] hands it calls in batches). The thread runs for
+/// the life of the process and never keeps it alive.
 pub fn runtime_thread(name: &str) -> tokio::runtime::Handle {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
