@@ -8,6 +8,11 @@
 // per batch, instead of napi's promise, threadsafe function and two tokio
 // tasks per call.
 //
+// Calls go out in batches the same way: the addon starts a call at once when
+// none is in flight, and otherwise queues it until flush(), which runs as a
+// microtask after the JS job that made it (and the calls the same job made
+// after it), so one wake-up of the runtime thread carries them all.
+//
 // The doorbell never keeps the process alive; a referenced timer does, while
 // any call is pending (as a pending promise of the addon always did).
 
@@ -17,8 +22,14 @@ const free = []
 let pending = 0
 let keepAlive = null
 let completions = null
+let flushing = false
 
 function noop() {}
+
+function flush() {
+  flushing = false
+  completions.flush()
+}
 
 /** Settle every finished call: `[id, value, ...]`, a failure as `~id, message`. */
 function drain() {
@@ -68,6 +79,10 @@ function promised(start) {
     } catch (err) {
       free.push(id)
       throw err
+    }
+    if (!flushing) {
+      flushing = true
+      queueMicrotask(flush)
     }
     return promise(id)
   }

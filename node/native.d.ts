@@ -18,6 +18,8 @@ export declare class CancelHandle {
  */
 export declare class Completions {
   constructor(doorbell: () => void)
+  /** Start the calls queued since the last flush (see `Submissions`). */
+  flush(): void
   /**
    * The finished calls since the last take: `[id, value, ...]`, a failed
    * call as `~id` (negative) and its message.

@@ -78,8 +78,23 @@ test('an already aborted signal rejects before any Redis call', async () => {
   }
 })
 
-test('aborting at any point of an uncontended acquire never leaves the lock held', async () => {
-  const name = uniqueName('abort-race')
+for (const busy of [false, true]) {
+  // Behind a waiter (another call of this environment in flight) each
+  // acquire is queued until the end of the job that made it, so some are
+  // aborted before they ever started.
+  test(`aborting at any point of an uncontended acquire never leaves the lock held${busy ? ', behind a waiter' : ''}`, async () => {
+    const name = uniqueName('abort-race')
+    const blocked = busy ? await other.acquire(`${name}:held`, { ttl: 30_000 }) : null
+    const waiting = busy ? client.acquire(`${name}:held`, { ttl: 30_000 }) : null
+    await abortRace(name)
+    if (busy) {
+      await blocked.release()
+      await (await within(5_000, waiting, 'the waiter')).release()
+    }
+  })
+}
+
+async function abortRace(name) {
   let aborts = 0
   let wins = 0
   for (let i = 0; i < 60; i++) {
@@ -105,7 +120,7 @@ test('aborting at any point of an uncontended acquire never leaves the lock held
   assert.ok(aborts > 0)
   console.log(`abort race: ${aborts} aborted, ${wins} won before the abort`)
   assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
-})
+}
 
 test('a bad signal is a TypeError', async () => {
   await assert.rejects(client.acquire(uniqueName('bad-signal'), { ttl: 1_000, signal: {} }), TypeError)

@@ -9,7 +9,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { Worker } = require('node:worker_threads')
 const { Client, NotAcquiredError } = require('..')
-const { redisUrl, uniqueName, lockKey, Raw } = require('./helpers.js')
+const { redisUrl, uniqueName, lockKey, within, Raw } = require('./helpers.js')
 
 let url
 let client
@@ -56,6 +56,22 @@ test('concurrent calls settle each with its own outcome', async () => {
   for (const [seen, own] of fences) assert.equal(seen, own)
   await Promise.all([...leases, ...held].map((l) => l.release()))
   for (const name of names) assert.equal(await raw.cmd('EXISTS', lockKey(name)), 0)
+})
+
+test('calls made while another is in flight start together when the job ends', async () => {
+  const name = uniqueName('queued')
+  const held = await other.acquire(`${name}:held`, { ttl: 30_000 })
+  // In flight until `held` is released: every call below is queued until
+  // the flush at the end of the job that made it (node/calls.js).
+  const waiting = client.acquire(`${name}:held`, { ttl: 30_000 })
+  const names = Array.from({ length: 16 }, (_, i) => `${name}:${i}`)
+  const leases = await within(5_000, Promise.all(names.map((n) => client.acquire(n, { ttl: 10_000 }))), 'queued acquires')
+  for (const [i, lease] of leases.entries()) assert.equal(await raw.cmd('GET', lockKey(names[i])), lease.token)
+  // Released from one job too: the same again for the releases.
+  await within(5_000, Promise.all(leases.map((l) => l.release())), 'queued releases')
+  for (const n of names) assert.equal(await raw.cmd('EXISTS', lockKey(n)), 0)
+  await held.release()
+  await (await within(5_000, waiting, 'the waiter')).release()
 })
 
 test('permits, fenced writes and cursor steps settle in the same batches', async () => {

@@ -11,12 +11,17 @@
 //! the batch into `[id, value, id, value, ...]` on the JS thread (a failure
 //! is `~id` and its tagged message) and settles the promises.
 //!
+//! Calls go the other way in batches too: one started while others of the
+//! environment are in flight waits, with the rest of the current JS job's
+//! calls, for the `flush()` that `calls.js` makes from a microtask.
+//!
 //! The doorbell is weak: it never keeps the process alive. `calls.js` keeps
 //! a referenced handle while any call is pending, so a pending promise does.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use fencelock::Submissions;
 use napi::bindgen_prelude::{Array, ToNapiValue};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
@@ -34,6 +39,7 @@ type Outcome = Result<Deliver, String>;
 /// One environment's finished calls, waiting for the JS thread. Tokio tasks
 /// only lock it to push; the JS thread only to take the whole batch.
 pub struct Queue {
+    calls: Submissions,
     done: Mutex<Vec<(u32, Outcome)>>,
     doorbell: Doorbell,
 }
@@ -68,7 +74,9 @@ impl Queue {
             id,
             queue: Some(Arc::clone(self)),
         };
-        crate::runtime::spawn(async move {
+        // Started now, or by the `flush()` calls.js makes at the end of
+        // the current job (it asks for one after every call).
+        let _ = self.calls.submit(async move {
             let outcome = call.await;
             pending.finish(match outcome {
                 Ok(value) => Ok(Box::new(move |batch: &mut Array<'_>, at| {
@@ -133,10 +141,17 @@ impl Completions {
     pub fn new(#[napi(ts_arg_type = "() => void")] doorbell: Doorbell) -> Self {
         Completions {
             queue: Arc::new(Queue {
+                calls: Submissions::new(crate::runtime::handle().clone()),
                 done: Mutex::new(Vec::new()),
                 doorbell,
             }),
         }
+    }
+
+    /// Start the calls queued since the last flush (see `Submissions`).
+    #[napi]
+    pub fn flush(&self) {
+        self.queue.calls.flush();
     }
 
     /// The finished calls since the last take: `[id, value, ...]`, a failed

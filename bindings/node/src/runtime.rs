@@ -10,18 +10,13 @@
 //! context switches per acquire + release instead of 5–7, for work that
 //! takes a few microseconds.
 
-use std::future::Future;
 use std::sync::OnceLock;
 
 use tokio::runtime::Handle;
 
 static RUNTIME: OnceLock<Handle> = OnceLock::new();
 
-/// Run `task` on the addon's runtime.
-pub fn spawn(task: impl Future<Output = ()> + Send + 'static) {
-    handle().spawn(task);
-}
-
-fn handle() -> &'static Handle {
+/// The addon's runtime.
+pub fn handle() -> &'static Handle {
     RUNTIME.get_or_init(|| fencelock::runtime_thread("fencelock-tokio"))
 }
