@@ -256,15 +256,25 @@ def test_cancelled_waiter_leaves_nothing_held(redis_url: str, r: Redis, name: st
     run(main())
 
 
-def test_cancellation_at_any_moment_leaves_no_lock(redis_url: str, r: Redis, name: str) -> None:
+@pytest.mark.parametrize("busy", [False, True], ids=["alone", "behind-a-waiter"])
+def test_cancellation_at_any_moment_leaves_no_lock(
+    redis_url: str, r: Redis, name: str, busy: bool
+) -> None:
     """Cancel acquires of a free lock after a random number of loop turns:
     some before the request left, some while it was in flight, some after
-    Redis granted it. None may leave the key behind."""
+    Redis granted it. None may leave the key behind. Behind a waiter (a call
+    of the same loop in flight) each acquire is queued until the loop's turn
+    ends, so some are cancelled before they ever started."""
     rng = random.Random(1234)
 
     async def main() -> int:
         aclient = fencelock.AsyncClient(redis_url)
         await (await aclient.acquire(name, ttl=1.0)).release()  # connect first
+        if busy:
+            holder = fencelock.AsyncClient(redis_url)
+            held = await holder.acquire(name + ":held", ttl=30.0)
+            waiter = asyncio.ensure_future(aclient.acquire(name + ":held", ttl=30.0))
+            await until(lambda: subscribers(r, name + ":held") > 0, what="the waiter to subscribe")
         completed = 0
         for _ in range(60):
             task = asyncio.ensure_future(aclient.acquire(name, ttl=30.0))
@@ -285,6 +295,11 @@ def test_cancellation_at_any_moment_leaves_no_lock(redis_url: str, r: Redis, nam
         # The client is not stuck: the next acquire gets the lock at once.
         lease = await aclient.acquire(name, ttl=1.0, wait=2.0)
         await lease.release()
+        if busy:
+            assert not waiter.done()
+            await held.release()
+            await (await waiter).release()
+            await holder.close()
         await aclient.close()
         return completed
 

@@ -21,12 +21,13 @@
 //! inside one at the moment of the fork and the child never finds it locked.
 //! Code running on tokio threads uses `Handle::try_current()` instead.
 //!
-//! Asyncio awaitables ([`future_into_py`]) deliver their results through a
-//! per-loop completion queue and one wake-up socket: no thread hop, no GIL
-//! taken off the loop thread. Loops without `add_reader` fall back to
-//! `pyo3_async_runtimes::generic`, whose `tokio` module keeps its runtime in
-//! a `OnceLock` that cannot be replaced after a fork, hence the small
-//! [`ForkSafeRuntime`] below that plugs this runtime in.
+//! Asyncio awaitables ([`future_into_py`]) start in batches per turn of
+//! their loop and deliver their results through a per-loop completion queue
+//! and one wake-up socket: no thread hop, no GIL taken off the loop thread.
+//! Loops without `add_reader` fall back to `pyo3_async_runtimes::generic`,
+//! whose `tokio` module keeps its runtime in a `OnceLock` that cannot be
+//! replaced after a fork, hence the small [`ForkSafeRuntime`] below that
+//! plugs this runtime in.
 
 use std::cell::{OnceCell, RefCell};
 use std::future::Future;
@@ -37,6 +38,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fencelock::{Submissions, Submitted};
+use futures_util::future::{abortable, AbortHandle};
 use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
@@ -44,7 +47,6 @@ use pyo3::{intern, BoundObject};
 use pyo3_async_runtimes::generic::{ContextExt, Runtime as GenericRuntime};
 use pyo3_async_runtimes::TaskLocals;
 use tokio::runtime::{Builder, Handle, Runtime};
-use tokio::task::AbortHandle;
 
 use crate::interpreter;
 use crate::process_local::ProcessLocal;
@@ -188,6 +190,9 @@ impl ContextExt for ForkSafeRuntime {
 /// Turn a Rust future into a Python awaitable on the awaitables' runtime.
 /// Cancelling the awaitable drops the future.
 ///
+/// The future starts at once if none of the loop's calls is in flight;
+/// otherwise it joins the calls this turn of the loop makes, and a `Flush`
+/// scheduled with `loop.call_soon` starts them together (`Submissions`).
 /// The result reaches the event loop through the loop's [`Completions`]: the
 /// tokio task pushes it there without the GIL and wakes the loop through a
 /// socket the loop watches (`loop.add_reader`), at most once per batch; the
@@ -207,9 +212,9 @@ where
     let future = event_loop.call_method0(intern!(py, "create_future"))?;
     let pending = Pending {
         future: Some(future.clone().unbind()),
-        completions,
+        completions: Arc::clone(&completions),
     };
-    let task = loop_handle().spawn(async move {
+    let (call, abort) = abortable(async move {
         let result = fut.await;
         pending.complete(Box::new(move |py| {
             result.and_then(|value| {
@@ -221,10 +226,19 @@ where
             })
         }));
     });
-    future.call_method1(
-        intern!(py, "add_done_callback"),
-        (Cancel(task.abort_handle()),),
-    )?;
+    let submitted = completions.calls.submit(async move {
+        let _ = call.await;
+    });
+    if submitted == (Submitted::Queued { first: true }) {
+        // After the calls this turn of the loop makes: one hand-over.
+        let flush = Flush(ProcessLocal::new(Arc::clone(&completions)));
+        if let Err(err) = event_loop.call_method1(intern!(py, "call_soon"), (flush,)) {
+            // No later turn to wait for.
+            completions.calls.flush();
+            return Err(err);
+        }
+    }
+    future.call_method1(intern!(py, "add_done_callback"), (Cancel(abort),))?;
     Ok(future)
 }
 
@@ -244,6 +258,8 @@ struct Completions {
     queue: Mutex<Vec<Completion>>,
     wake: UnixStream,
     readable: UnixStream,
+    /// The loop's calls on their way to the runtime, in batches.
+    calls: Submissions,
 }
 
 impl Completions {
@@ -304,9 +320,24 @@ impl Drain {
     }
 }
 
+/// Scheduled with `loop.call_soon` by the first call of a batch: starts the
+/// batch on the runtime, on the loop thread.
+#[pyclass(frozen)]
+struct Flush(ProcessLocal<Arc<Completions>>);
+
+#[pymethods]
+impl Flush {
+    fn __call__(&self) {
+        // A forked child never starts its parent's calls.
+        if let Some(completions) = self.0.get() {
+            completions.calls.flush();
+        }
+    }
+}
+
 /// The asyncio future's done callback: a cancelled awaitable aborts its
-/// tokio task, which drops the Rust future at once (the driver then
-/// compensates).
+/// call, which drops the Rust future at once on the runtime, or never runs
+/// it if it was still queued (the driver then compensates).
 #[pyclass(frozen)]
 struct Cancel(AbortHandle);
 
@@ -423,6 +454,7 @@ fn register(event_loop: &Bound<'_, PyAny>) -> PyResult<Option<Arc<Completions>>>
         queue: Mutex::new(Vec::new()),
         wake,
         readable,
+        calls: Submissions::new(loop_handle()),
     });
     let drain = Drain(ProcessLocal::new(completions.clone()));
     match event_loop.call_method1(intern!(py, "add_reader"), (fd, drain)) {
