@@ -381,7 +381,7 @@ def write_results(a, agg, mem, rb, records, path, took, loads, wb=()):
       f"— anything well above 1 means other work shared the {os.cpu_count()} cores and the wall-clock figures are noisy; "
       "CPU/cycle and the ratios within a round hold up better.\n")
     w(f"Each measurement: {a.rounds} round(s) × {a.secs:g} s (S3: {2 * a.secs:g} s) after a warm-up on the same code path; "
-      "implementations alternate in rotated order each round; figures are the median over rounds. "
+      "implementations alternate in rotated order each round, each in a fresh process of its own; figures are the median over rounds. "
       "Latency = one acquire+release cycle (S3: the wait from asking to getting). CPU = user+system "
       "time of the whole client process (every thread) per cycle. TTL 10 s everywhere.\n")
     w("## Headline\n")
@@ -744,9 +744,11 @@ def main() -> None:
             if scenario not in only:
                 continue
             k = rnd % len(impls)
-            order = impls[k:] + impls[:k]
-            budget = 60 + len(impls) * a.secs * 4
-            res = run_group(lang, scenario, order, a, timeout=budget)
+            # One process per implementation: in a shared one, whichever
+            # ran later inherited the heap the others grew, and a garbage
+            # collector's pauses over it landed in its latencies.
+            res = [r for kind in impls[k:] + impls[:k]
+                   for r in run_group(lang, scenario, [kind], a, timeout=60 + a.secs * 4)]
             for r in res:
                 raw.write(json.dumps(r) + "\n")
                 print(f"  {lang:12} {scenario} {r['impl']:22} {r['rate']:>10,.0f}/s  p50 {r['p50_us'] / 1000:.2f} ms  "
