@@ -37,21 +37,28 @@ pub(crate) type Cancelled = Arc<AtomicBool>;
 #[derive(Default)]
 struct Entry {
     turn: Gate,
-    /// The cancellation flag of the acquire holding the turn, if any.
-    holder: Mutex<Option<Cancelled>>,
     /// Fires whenever a turn is given back.
     freed: Notify,
+    line: Mutex<Line>,
+}
+
+/// The name's line: the acquire holding the turn and those waiting behind
+/// it. One lock, so that lining up and registering `on_wait` cannot miss
+/// each other.
+#[derive(Default)]
+struct Line {
+    /// The cancellation flag of the acquire holding the turn, if any.
+    holder: Option<Cancelled>,
     /// The waiters a release may hand the lock to, in the order they lined
     /// up (the fair mutex's order: both are taken under this lock).
-    line: Mutex<VecDeque<Arc<Candidate>>>,
+    waiters: VecDeque<Arc<Candidate>>,
     /// Run once when someone lines up behind the holder: an inline lease
     /// (no task, no timer of its own) arms its validity timer then, so a
     /// waiter behind a lease that runs out is not stuck (see `inline.rs`).
-    /// Read and written under `line`'s lock.
-    on_wait: Mutex<Option<OnWait>>,
+    on_wait: Option<OnWait>,
 }
 
-/// See `Entry::on_wait`.
+/// See `Line::on_wait`.
 pub(crate) type OnWait = Box<dyn FnOnce() + Send>;
 
 /// The name's turn: one permit, handed out in the order it was asked for
@@ -83,27 +90,19 @@ impl Entry {
     /// The turn is held by an acquire whose caller has gone away: it is only
     /// finishing its compensating release (or about to leave).
     fn held_by_cancelled(&self) -> bool {
-        self.holder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.line()
+            .holder
             .as_ref()
             .is_some_and(|c| c.load(Ordering::Acquire))
     }
 
-    fn line(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Candidate>>> {
+    fn line(&self) -> std::sync::MutexGuard<'_, Line> {
         self.line.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn take_on_wait(&self) -> Option<OnWait> {
-        self.on_wait
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
     }
 
     /// `candidate` is no longer in line (it took its turn or left).
     fn leave_line(&self, candidate: &Arc<Candidate>) {
-        self.line().retain(|c| !Arc::ptr_eq(c, candidate));
+        self.line().waiters.retain(|c| !Arc::ptr_eq(c, candidate));
     }
 }
 
@@ -188,7 +187,7 @@ impl Drop for Promise {
         let mut offer = candidate.offer();
         if matches!(*offer, Offer::Promised) {
             *offer = Offer::Open;
-            line.push_front(Arc::clone(&candidate));
+            line.waiters.push_front(Arc::clone(&candidate));
         }
         drop((offer, line));
         candidate.changed.notify_waiters();
@@ -303,11 +302,7 @@ impl Slot {
     }
 
     fn into_turn(self, guard: Taken, who: Cancelled) -> Turn {
-        *self
-            .entry()
-            .holder
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&who));
+        self.entry().line().holder = Some(Arc::clone(&who));
         Turn {
             guard: Some(guard),
             who,
@@ -338,8 +333,8 @@ impl Slot {
                     offer: Mutex::new(Offer::Open),
                     changed: Notify::new(),
                 });
-                line.push_back(Arc::clone(&candidate));
-                let on_wait = self.entry().take_on_wait();
+                line.waiters.push_back(Arc::clone(&candidate));
+                let on_wait = line.on_wait.take();
                 drop(line);
                 if let Some(on_wait) = on_wait {
                     on_wait();
@@ -421,7 +416,7 @@ impl Drop for Waiting {
         let mut offer = self.candidate.offer();
         if matches!(*offer, Offer::Open) {
             *offer = Offer::Closed;
-            line.retain(|c| !Arc::ptr_eq(c, &self.candidate));
+            line.waiters.retain(|c| !Arc::ptr_eq(c, &self.candidate));
         }
     }
 }
@@ -592,10 +587,9 @@ impl Turn {
     /// Run `on_wait` once someone lines up behind this turn (at once if
     /// someone already has); forgotten when the turn is dropped.
     pub(crate) fn when_waited_for(&self, on_wait: OnWait) {
-        let entry = self.slot.entry();
-        let line = entry.line();
-        if line.is_empty() {
-            *entry.on_wait.lock().unwrap_or_else(|e| e.into_inner()) = Some(on_wait);
+        let mut line = self.slot.entry().line();
+        if line.waiters.is_empty() {
+            line.on_wait = Some(on_wait);
         } else {
             drop(line);
             on_wait();
@@ -609,9 +603,10 @@ impl Turn {
         let entry = self.slot.entry();
         let mut line = entry.line();
         let at = line
+            .waiters
             .iter()
             .position(|c| !c.who.load(Ordering::Acquire) && matches!(*c.offer(), Offer::Open))?;
-        let candidate = line.remove(at).expect("found");
+        let candidate = line.waiters.remove(at).expect("found");
         drop(line);
         candidate.set(Offer::Promised);
         Some(Promise {
@@ -644,20 +639,12 @@ impl Drop for Turn {
         // cancelled holder to leave. Our `on_wait` goes first: the next
         // holder may register its own as soon as the guard is dropped.
         let entry = self.slot.entry();
-        let on_wait = {
-            let _line = entry.line();
-            entry.take_on_wait()
-        };
+        let on_wait = entry.line().on_wait.take();
         drop(on_wait);
         if self.guard.take().is_some() {
             entry.turn.0.add_permits(1);
         }
-        {
-            let mut holder = entry.holder.lock().unwrap_or_else(|e| e.into_inner());
-            if holder.as_ref().is_some_and(|h| Arc::ptr_eq(h, &self.who)) {
-                *holder = None;
-            }
-        }
+        entry.line().holder.take_if(|h| Arc::ptr_eq(h, &self.who));
         entry.freed.notify_waiters();
     }
 }
