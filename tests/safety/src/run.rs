@@ -689,10 +689,14 @@ impl Ctx<'_> {
                 let src = topology::owner(&view, self.slot)
                     .ok_or("no owner of the slot")?
                     .clone();
+                // Another shard's primary: one that serves slots.
                 let others: Vec<&topology::ClusterNode> = view
                     .iter()
-                    .filter(|n| n.primary && !n.failed && n.id != src.id)
+                    .filter(|n| n.primary && !n.failed && n.id != src.id && !n.slots.is_empty())
                     .collect();
+                if others.is_empty() {
+                    return Err("no other shard's primary to move the slot to".into());
+                }
                 let dst = others[self.rng.range(0, others.len() as u64 - 1) as usize].clone();
                 let all: Vec<u16> = self.servers.iter().map(|s| s.port).collect();
                 topology::move_slot(&all, &src, &dst, self.slot).await?;

@@ -185,8 +185,11 @@ pub async fn sentinel_primary(port: u16, service: &str) -> Option<u16> {
 }
 
 /// `redis-cli --cluster create` over `ports` (3 primaries, 1 replica each),
-/// then wait for every node to report the cluster ok and every replica
-/// synced.
+/// then wait for every node to report the cluster ok, its final role (a
+/// primary with its replica attached, or a replica synced), and a view of
+/// as many primaries as replicas. Until gossip settles, a view can still show
+/// a new replica as a primary without slots: a nemesis that took it for
+/// one failed with "Please use SETSLOT only with masters".
 pub async fn create_cluster(ports: &[u16]) -> Result<(), String> {
     let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let out = tokio::process::Command::new("redis-cli")
@@ -209,9 +212,13 @@ pub async fn create_cluster(ports: &[u16]) -> Result<(), String> {
             let info = text(resp::cmd_str(port, &["CLUSTER", "INFO"]).await).unwrap_or_default();
             let repl =
                 text(resp::cmd_str(port, &["INFO", "replication"]).await).unwrap_or_default();
-            if info.contains("cluster_state:ok")
-                && (repl.contains("role:master") || repl.contains("master_link_status:up"))
-            {
+            let settled = (repl.contains("role:master") && repl.contains("connected_slaves:1"))
+                || (repl.contains("role:slave") && repl.contains("master_link_status:up"));
+            let agreed = nodes(port).await.is_ok_and(|view| {
+                view.len() == ports.len()
+                    && view.iter().filter(|n| n.primary).count() == ports.len() / 2
+            });
+            if info.contains("cluster_state:ok") && settled && agreed {
                 ready += 1;
             }
         }
