@@ -183,6 +183,25 @@ async fn a_local_waiter_behind_a_lost_lease_gets_the_turn() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_line_before_the_grant_gets_the_turn_when_the_lease_runs_out() {
+    let (url, _server) = redis_url();
+    let name = unique("fast-lost-early");
+    let client = Client::connect(url.as_str()).await.unwrap();
+    // Both line up in their calls, before either is polled: the second is
+    // already waiting when the first's grant arrives, so the first lease
+    // must arm its expiry at once rather than when someone lines up.
+    let first = client.acquire(&name, &LockOptions::new(Duration::from_millis(300)));
+    let second = client.acquire(&name, &LockOptions::new(secs(10)).wait(secs(5)));
+    let first = first.await.unwrap();
+    let second = second.await.unwrap();
+    assert!(first.lost(), "the first lease's validity ran out");
+    assert!(second.fence() > first.fence());
+    second.release().await.unwrap();
+    assert!(!exists(&url, &keys(&name).lock()));
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_renewing_lease_extends_and_reports_its_loss() {
     let (url, _server) = redis_url();
     let name = unique("fast-extend");
